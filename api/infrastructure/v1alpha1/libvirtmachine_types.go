@@ -1,0 +1,246 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// BootSourceKind is the shape of a machine's OS disk.
+// +kubebuilder:validation:Enum=backingVolume;installMedia
+type BootSourceKind string
+
+// Boot source kinds.
+const (
+	// BootBackingVolume creates a qcow2 overlay over the imported image.
+	BootBackingVolume BootSourceKind = "backingVolume"
+	// BootInstallMedia creates an empty disk and attaches the image as a boot CD-ROM.
+	BootInstallMedia BootSourceKind = "installMedia"
+)
+
+// LibvirtMachineSpec is one libvirt domain and its volumes.
+type LibvirtMachineSpec struct {
+	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider sets it after the first
+	// define.
+	// +optional
+	ProviderID string `json:"providerID,omitempty"`
+	// failureDomain the scheduler chose (the Provider's name).
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
+	// providerRef names the Provider, in the machine's namespace.
+	ProviderRef banlieuev1.LocalObjectReference `json:"providerRef"`
+	// pool is the storage pool holding every volume of the machine.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Pool string `json:"pool"`
+	// domainName of the libvirt domain: <vm-namespace>-<vm-name>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=190
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	DomainName string `json:"domainName"`
+	// bootSource is what the OS disk is made from.
+	BootSource BootSource `json:"bootSource"`
+	// vcpus of the domain.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	VCPUs int32 `json:"vcpus"`
+	// memoryMiB of the domain.
+	// +kubebuilder:validation:Minimum=128
+	// +kubebuilder:validation:Maximum=4194304
+	MemoryMiB int32 `json:"memoryMiB"`
+	// firmware of the domain; efi lets libvirt choose the loader and a per-domain varstore.
+	Firmware banlieuev1.Firmware `json:"firmware"`
+	// machineType, e.g. q35; unset lets libvirt choose.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	MachineType string `json:"machineType,omitempty"`
+	// tpmEnabled attaches an emulated TPM 2.0 (tpm-crb, swtpm).
+	// +optional
+	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+	// disks of the domain; the first is the OS disk.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Disks []LibvirtDisk `json:"disks"`
+	// network interfaces of the domain.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Network []LibvirtNetworkInterface `json:"network,omitempty"`
+	// userData is the rendered cloud-init user-data. The provider never reads Secrets.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1048576
+	UserData string `json:"userData,omitempty"`
+	// desiredPowerState of the domain.
+	// +optional
+	// +kubebuilder:default=PoweredOn
+	DesiredPowerState banlieuev1.PowerState `json:"desiredPowerState,omitempty"`
+}
+
+// BootSource is the volume the OS disk comes from.
+type BootSource struct {
+	// kind of boot source.
+	// +kubebuilder:default=backingVolume
+	Kind BootSourceKind `json:"kind"`
+	// volume name in the pool: the backing image or the installer medium.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Volume string `json:"volume"`
+}
+
+// DiskBus is a disk's bus.
+// +kubebuilder:validation:Enum=virtio;scsi;sata
+type DiskBus string
+
+// Disk buses.
+const (
+	BusVirtio DiskBus = "virtio"
+	BusSCSI   DiskBus = "scsi"
+	BusSATA   DiskBus = "sata"
+)
+
+// LibvirtDisk is one disk of the domain.
+type LibvirtDisk struct {
+	// name of the disk; the volume is <domainName>-<name>.qcow2.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	Name string `json:"name"`
+	// sizeGiB of the disk; it never shrinks.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="disks[].sizeGiB must not shrink"
+	SizeGiB int32 `json:"sizeGiB"`
+	// bus of the disk.
+	// +optional
+	// +kubebuilder:default=virtio
+	Bus DiskBus `json:"bus,omitempty"`
+}
+
+// NetworkSourceKind is what an interface attaches to.
+// +kubebuilder:validation:Enum=network;bridge
+type NetworkSourceKind string
+
+// Network source kinds.
+const (
+	SourceNetwork NetworkSourceKind = "network"
+	SourceBridge  NetworkSourceKind = "bridge"
+)
+
+// NetworkSource is a libvirt managed network or a host bridge.
+type NetworkSource struct {
+	// kind of source.
+	// +optional
+	// +kubebuilder:default=network
+	Kind NetworkSourceKind `json:"kind,omitempty"`
+	// name of the network or bridge.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Name string `json:"name"`
+}
+
+// LibvirtNetworkInterface is one interface of the domain.
+type LibvirtNetworkInterface struct {
+	// name of the interface (the class interface's name).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Name string `json:"name"`
+	// source the interface attaches to.
+	Source NetworkSource `json:"source"`
+	// model of the virtual NIC.
+	// +optional
+	// +kubebuilder:default=virtio
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	Model string `json:"model,omitempty"`
+	// macAddress of the NIC; unset lets libvirt generate one.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}$`
+	MACAddress string `json:"macAddress,omitempty"`
+	// ipam of the interface.
+	// +optional
+	IPAM banlieuev1.IpamSpec `json:"ipam,omitempty"`
+}
+
+// AddressSource is where a machine's addresses came from.
+// +kubebuilder:validation:Enum=guestAgent;dhcpLease;arpTable
+type AddressSource string
+
+// Address sources.
+const (
+	AddressFromGuestAgent AddressSource = "guestAgent"
+	AddressFromDHCPLease  AddressSource = "dhcpLease"
+	AddressFromARPTable   AddressSource = "arpTable"
+)
+
+// LibvirtMachineStatus is what the provider observed of the domain.
+type LibvirtMachineStatus struct {
+	// initialization.provisioned is true while the domain runs.
+	// +optional
+	Initialization *banlieuev1.InitializationStatus `json:"initialization,omitempty"`
+	// failureDomain copied from the spec.
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
+	// addresses of the guest (InternalIP; loopback and link-local filtered out).
+	// +optional
+	Addresses []banlieuev1.MachineAddress `json:"addresses,omitempty"`
+	// guestInstalled is sticky once true.
+	// +optional
+	GuestInstalled *bool `json:"guestInstalled,omitempty"`
+	// installMediaDetached is sticky once true; absent for backingVolume machines.
+	// +optional
+	InstallMediaDetached *bool `json:"installMediaDetached,omitempty"`
+	// domainUuid in canonical 36-character form.
+	// +optional
+	DomainUUID string `json:"domainUuid,omitempty"`
+	// observedPowerState of the domain.
+	// +optional
+	ObservedPowerState banlieuev1.PowerState `json:"observedPowerState,omitempty"`
+	// addressSource the addresses came from.
+	// +optional
+	AddressSource AddressSource `json:"addressSource,omitempty"`
+	// tpmAttached is true when the domain has a vTPM.
+	// +optional
+	TPMAttached *bool `json:"tpmAttached,omitempty"`
+	// conditions: Ready and GuestReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LibvirtMachine is one libvirt domain, realised by the libvirt provider.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:resource:scope=Namespaced,shortName=lvm,categories=banlieue
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerRef.name`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.observedPowerState`
+// +kubebuilder:printcolumn:name="Domain",type=string,JSONPath=`.spec.domainName`,priority=1
+// +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LibvirtMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LibvirtMachineSpec   `json:"spec"`
+	Status LibvirtMachineStatus `json:"status,omitempty"`
+}
+
+// LibvirtMachineList is a list of LibvirtMachines.
+//
+// +kubebuilder:object:root=true
+type LibvirtMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LibvirtMachine `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LibvirtMachine{}, &LibvirtMachineList{})
+}

@@ -1,0 +1,194 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderSpec registers one hypervisor host (or endpoint) with banlieue.
+type ProviderSpec struct {
+	// providerClassRef names the ProviderClass (for this backend: libvirt).
+	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
+	// connection says how the provider reaches the host.
+	Connection ProviderConnection `json:"connection"`
+	// capabilities are what the administrator asserts the host offers. The provider narrows them
+	// to what it finds on the host and publishes the result as status.failureDomains.
+	// +optional
+	Capabilities ProviderCapabilities `json:"capabilities,omitempty"`
+	// paused stops reconciling this Provider until it is cleared.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ProviderConnection is the endpoint and the credentials used to reach it.
+type ProviderConnection struct {
+	// endpoint of the host. For libvirt: qemu+tls://host[:port][/system] or a bare host[:port].
+	// Any other scheme is rejected when the Provider is reconciled.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint"`
+	// credentialsRef names a Secret in the Provider's namespace. For libvirt it holds the client
+	// certificate (tls.crt) and its private key (tls.key).
+	CredentialsRef LocalObjectReference `json:"credentialsRef"`
+	// caBundle holds the CA that signed the host's server certificate. Required for libvirt.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty"`
+	// insecureSkipTLSVerify is refused by the libvirt provider; there is no code path that skips
+	// verification.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// ProviderCapabilities are the storage and network classes and features an administrator
+// declares for a host.
+type ProviderCapabilities struct {
+	// storageClasses map a class name used by VMClasses to a backend target (libvirt: pool).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	StorageClasses []StorageClassMapping `json:"storageClasses,omitempty"`
+	// networkClasses map a class name used by VMClasses to a backend target (libvirt: network
+	// or bridge).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	NetworkClasses []NetworkClassMapping `json:"networkClasses,omitempty"`
+	// features are copied verbatim into the failure domain; they are never discovered.
+	// Well-known: hotAddCPU, hotAddMemory, efiSecureBoot, nestedVirtualization, gpuPassthrough,
+	// vtpm.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	Features []string `json:"features,omitempty"`
+}
+
+// StorageClassMapping names a storage class and where it lives on this host.
+type StorageClassMapping struct {
+	// name of the storage class.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// target is backend specific. The libvirt key is pool.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	Target map[string]string `json:"target,omitempty"`
+}
+
+// NetworkClassMapping names a network class and where it lives on this host.
+type NetworkClassMapping struct {
+	// name of the network class.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// target is backend specific. libvirt keys: network (a libvirt managed network) or bridge
+	// (a host bridge).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	Target map[string]string `json:"target,omitempty"`
+	// subnet provides gateway, nameservers and domain to static addresses on this network.
+	// +optional
+	Subnet *NetworkSubnet `json:"subnet,omitempty"`
+}
+
+// NetworkSubnet is the shared addressing of a network class.
+type NetworkSubnet struct {
+	// gateway is the default route's next hop.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+	// nameservers are DNS resolvers' addresses.
+	// +optional
+	Nameservers []string `json:"nameservers,omitempty"`
+	// domain is the DNS search domain.
+	// +optional
+	Domain string `json:"domain,omitempty"`
+}
+
+// FailureDomain is one failure boundary a Provider offers; libvirt publishes exactly one.
+type FailureDomain struct {
+	// name of the failure domain (libvirt: the Provider's name).
+	Name string `json:"name"`
+	// labels matched by a VirtualMachine's placement.failureDomainSelector.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// attributes are what the failure domain verifiably offers.
+	Attributes FailureDomainAttributes `json:"attributes"`
+}
+
+// FailureDomainAttributes are the narrowed capabilities of a failure domain.
+type FailureDomainAttributes struct {
+	// availableStorageClasses are the declared storage classes found on the host.
+	// +optional
+	AvailableStorageClasses []string `json:"availableStorageClasses,omitempty"`
+	// availableNetworkClasses are the declared network classes found on the host.
+	// +optional
+	AvailableNetworkClasses []string `json:"availableNetworkClasses,omitempty"`
+	// features as declared in spec.capabilities.features.
+	// +optional
+	Features []string `json:"features,omitempty"`
+	// raw holds backend facts (libvirt: endpoint, pools, networks, domainType).
+	// +optional
+	Raw map[string]string `json:"raw,omitempty"`
+}
+
+// ProviderWorkload is the per-Provider Deployment the operator runs.
+type ProviderWorkload struct {
+	// deploymentName of the provider's Deployment.
+	DeploymentName string `json:"deploymentName"`
+	// namespace of the Deployment.
+	Namespace string `json:"namespace"`
+	// readyReplicas of the Deployment.
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// observedGeneration of the Provider the workload was applied for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ProviderStatus is what the provider verified about the host.
+type ProviderStatus struct {
+	// failureDomains are the verified failure domains; empty until the host has been reached.
+	// +optional
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+	// conditions: Ready and ProviderReachable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// workload is written by the operator only.
+	// +optional
+	Workload *ProviderWorkload `json:"workload,omitempty"`
+}
+
+// Provider registers one hypervisor host with banlieue.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=prov,categories=banlieue
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.providerClassRef.name`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Provider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProviderSpec   `json:"spec"`
+	Status ProviderStatus `json:"status,omitempty"`
+}
+
+// ProviderList is a list of Providers.
+//
+// +kubebuilder:object:root=true
+type ProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Provider `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Provider{}, &ProviderList{})
+}

@@ -1,0 +1,123 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderClassSpec says how the operator runs the provider workload of a backend.
+type ProviderClassSpec struct {
+	// backend is the `banlieue provider <backend>` subcommand to run.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
+	Backend string `json:"backend"`
+	// image the provider pods run.
+	Image ProviderImage `json:"image"`
+	// workloadNamespace holds the workloads; unset means each Provider's own namespace.
+	// +optional
+	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
+	// replicas of each provider Deployment; values below 1 count as 1.
+	// +optional
+	// +kubebuilder:default=1
+	Replicas int32 `json:"replicas,omitempty"`
+	// resources of the provider container. Default requests cpu 50m, memory 128Mi; limits
+	// cpu 1000m, memory 512Mi.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// nodeSelector applied to provider pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// tolerations applied to provider pods.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// logging passed to the provider as --log-level and --log-format.
+	// +optional
+	Logging *ProviderLogging `json:"logging,omitempty"`
+	// additionalRules are appended to each per-Provider Role. The operator's own ClusterRole must
+	// already hold them, or the binding is rejected.
+	// +optional
+	AdditionalRules []rbacv1.PolicyRule `json:"additionalRules,omitempty"`
+	// paused suspends every Provider of the class; existing workloads are left alone.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ProviderImage is the container image of the provider workload.
+type ProviderImage struct {
+	// repository, e.g. registry.example/banlieue.
+	// +kubebuilder:validation:MinLength=1
+	Repository string `json:"repository"`
+	// tag of the image.
+	// +kubebuilder:validation:MinLength=1
+	Tag string `json:"tag"`
+	// digest pins the image: repo:tag@digest.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	Digest string `json:"digest,omitempty"`
+	// pullPolicy of the provider container.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+	// pullSecrets for the provider pods.
+	// +optional
+	PullSecrets []corev1.LocalObjectReference `json:"pullSecrets,omitempty"`
+}
+
+// ProviderLogging configures the provider's logs.
+type ProviderLogging struct {
+	// level passed as --log-level.
+	// +optional
+	Level string `json:"level,omitempty"`
+	// format passed as --log-format.
+	// +optional
+	// +kubebuilder:validation:Enum=text;json
+	Format string `json:"format,omitempty"`
+}
+
+// ProviderClassStatus reports whether the class is usable.
+type ProviderClassStatus struct {
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// providers counts the Providers referencing the class, in every namespace.
+	// +optional
+	Providers int32 `json:"providers,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ProviderClass describes one provider backend and how its workloads run.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=pc,categories=banlieue
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.backend`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image.tag`
+// +kubebuilder:printcolumn:name="Providers",type=integer,JSONPath=`.status.providers`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProviderClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProviderClassSpec   `json:"spec"`
+	Status ProviderClassStatus `json:"status,omitempty"`
+}
+
+// ProviderClassList is a list of ProviderClasses.
+//
+// +kubebuilder:object:root=true
+type ProviderClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProviderClass `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProviderClass{}, &ProviderClassList{})
+}

@@ -1,0 +1,253 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VirtualMachineSpec declares one VM.
+type VirtualMachineSpec struct {
+	// classRef names the VMClass.
+	ClassRef LocalObjectReference `json:"classRef"`
+	// imageRef names the VMImage.
+	ImageRef LocalObjectReference `json:"imageRef"`
+	// placement narrows where the VM may be scheduled.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+	// desiredPowerState of the VM.
+	// +optional
+	// +kubebuilder:default=PoweredOn
+	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+	// migrationPolicy says what happens when the placement decision changes. For libvirt use
+	// never.
+	// +optional
+	// +kubebuilder:validation:Enum=automatic;manual;never
+	MigrationPolicy string `json:"migrationPolicy,omitempty"`
+	// userData is the guest's cloud-init user-data, read from a Secret or a ConfigMap key
+	// (default key user-data) in the VM's namespace. Placeholders ${VM_NAME}, ${FQDN}, ${IP},
+	// ${PREFIX}, ${GATEWAY}, ${DNS} and ${DOMAIN} are substituted from the first
+	// networkOverrides entry.
+	// +optional
+	UserData *UserDataSource `json:"userData,omitempty"`
+	// networkOverrides give interfaces static addresses, matched by interface name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	NetworkOverrides []NetworkOverride `json:"networkOverrides,omitempty"`
+	// hardwareOverride replaces parts of the class's hardware for this VM.
+	// +optional
+	HardwareOverride *HardwareOverride `json:"hardwareOverride,omitempty"`
+	// paused stops reconciling this VM until it is cleared.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// LabelSelectorOperator is the operator of a label selector requirement.
+// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+type LabelSelectorOperator string
+
+// LabelSelectorRequirement is one requirement of a label selector.
+type LabelSelectorRequirement struct {
+	// key is the label key.
+	Key string `json:"key"`
+	// operator relates the key to values.
+	Operator LabelSelectorOperator `json:"operator"`
+	// values for In and NotIn.
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// LabelSelector matches labels; a nil selector matches everything.
+type LabelSelector struct {
+	// matchLabels must all be present with these values.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+	// matchExpressions must all hold.
+	// +optional
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// Placement constrains scheduling.
+type Placement struct {
+	// providerSelector is matched against Provider labels; candidates come only from the VM's
+	// namespace.
+	// +optional
+	ProviderSelector *LabelSelector `json:"providerSelector,omitempty"`
+	// failureDomainSelector is matched against failure domain labels. The libvirt failure
+	// domain carries name: <provider-name>.
+	// +optional
+	FailureDomainSelector *LabelSelector `json:"failureDomainSelector,omitempty"`
+	// antiAffinity spreads VMs over failure domains.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	AntiAffinity []AntiAffinityRule `json:"antiAffinity,omitempty"`
+}
+
+// AntiAffinityRule keeps this VM away from failure domains holding matching siblings.
+type AntiAffinityRule struct {
+	// topologyKey is a failure domain label.
+	// +kubebuilder:validation:MinLength=1
+	TopologyKey string `json:"topologyKey"`
+	// labelSelector selects the sibling VMs.
+	LabelSelector LabelSelector `json:"labelSelector"`
+	// mode: required filters candidates; preferred breaks ties.
+	// +optional
+	// +kubebuilder:default=required
+	// +kubebuilder:validation:Enum=required;preferred
+	Mode string `json:"mode,omitempty"`
+}
+
+// UserDataSource selects the user-data. Exactly one of secretRef and configMapRef is set.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="userData: set exactly one of secretRef and configMapRef"
+type UserDataSource struct {
+	// secretRef selects a Secret key (default user-data); the value must be UTF-8.
+	// +optional
+	SecretRef *KeySelector `json:"secretRef,omitempty"`
+	// configMapRef selects a ConfigMap key (default user-data).
+	// +optional
+	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+}
+
+// NetworkOverride gives one interface a static address.
+type NetworkOverride struct {
+	// name of the class interface.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Name string `json:"name"`
+	// static address of the interface.
+	Static StaticIpamConfig `json:"static"`
+}
+
+// HardwareOverride replaces what it sets of the class's hardware.
+type HardwareOverride struct {
+	// cpus replaces the class's cpus.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	CPUs *int32 `json:"cpus,omitempty"`
+	// memoryMiB replaces the class's memoryMiB.
+	// +optional
+	// +kubebuilder:validation:Minimum=128
+	// +kubebuilder:validation:Maximum=4194304
+	MemoryMiB *int32 `json:"memoryMiB,omitempty"`
+	// diskOverrides resize class disks by name. A size may grow but never shrink.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	DiskOverrides []DiskOverride `json:"diskOverrides,omitempty"`
+}
+
+// DiskOverride resizes one class disk.
+type DiskOverride struct {
+	// name of the class disk.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// sizeGiB of the disk; it must not shrink once set.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="hardwareOverride.diskOverrides[].sizeGiB must not shrink"
+	SizeGiB int32 `json:"sizeGiB"`
+}
+
+// ResolvedMapping is the backend target a class name resolved to.
+type ResolvedMapping struct {
+	// className is the storage or network class.
+	ClassName string `json:"className"`
+	// backendID is the backend target (libvirt: a pool, network or bridge name).
+	BackendID string `json:"backendId"`
+}
+
+// ScheduledPlacement is the scheduler's decision.
+type ScheduledPlacement struct {
+	// providerName of the chosen Provider.
+	ProviderName string `json:"providerName"`
+	// providerClass of the chosen Provider.
+	ProviderClass string `json:"providerClass"`
+	// failureDomain chosen.
+	FailureDomain string `json:"failureDomain"`
+	// resolvedStorage per disk.
+	// +optional
+	ResolvedStorage []ResolvedMapping `json:"resolvedStorage,omitempty"`
+	// resolvedNetworks per interface.
+	// +optional
+	ResolvedNetworks []ResolvedMapping `json:"resolvedNetworks,omitempty"`
+	// scheduledAt is when the decision was made.
+	// +optional
+	ScheduledAt *metav1.Time `json:"scheduledAt,omitempty"`
+}
+
+// InfrastructureReference points at a VM's infrastructure machine.
+type InfrastructureReference struct {
+	// apiGroup of the machine kind.
+	APIGroup string `json:"apiGroup"`
+	// kind of the machine, e.g. LibvirtMachine.
+	Kind string `json:"kind"`
+	// name of the machine.
+	Name string `json:"name"`
+	// namespace of the machine.
+	Namespace string `json:"namespace"`
+}
+
+// VirtualMachineStatus is the VM's placement and the mirrored machine status.
+type VirtualMachineStatus struct {
+	// scheduled is the placement decision.
+	// +optional
+	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
+	// infrastructureRef is the infrastructure machine realising the VM.
+	// +optional
+	InfrastructureRef *InfrastructureReference `json:"infrastructureRef,omitempty"`
+	// initialization mirrors the machine's.
+	// +optional
+	Initialization *InitializationStatus `json:"initialization,omitempty"`
+	// addresses mirror the machine's.
+	// +optional
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// observedPowerState mirrors the machine's.
+	// +optional
+	ObservedPowerState PowerState `json:"observedPowerState,omitempty"`
+	// tpmEndorsementCertificates are the vTPM's EK certificates (PEM); later.
+	// +optional
+	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// VirtualMachine is a VM a user declares; banlieue schedules it onto a Provider.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=vm,categories=banlieue
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.classRef.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.imageRef.name`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.status.scheduled.providerName`
+// +kubebuilder:printcolumn:name="FailureDomain",type=string,JSONPath=`.status.scheduled.failureDomain`,priority=1
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.observedPowerState`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VirtualMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   VirtualMachineSpec   `json:"spec"`
+	Status VirtualMachineStatus `json:"status,omitempty"`
+}
+
+// VirtualMachineList is a list of VirtualMachines.
+//
+// +kubebuilder:object:root=true
+type VirtualMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VirtualMachine `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VirtualMachine{}, &VirtualMachineList{})
+}

@@ -1,0 +1,105 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+)
+
+// DefaultLeaderElectionNamespace holds the leases unless --leader-election-namespace says otherwise.
+const DefaultLeaderElectionNamespace = "banlieue-system"
+
+// Options are the flags every long-running role accepts. Each flag falls back to an environment
+// variable so a Deployment can configure a role without rewriting its arguments.
+type Options struct {
+	Kubeconfig              string
+	Namespace               string
+	HealthPort              int
+	MetricsPort             int
+	LogFormat               string
+	LogLevel                string
+	NoLeaderElect           bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	LeaderElectionIdentity  string
+}
+
+// AddFlags registers the common flags. leaderElectionID is the role's default lease name;
+// defaultNamespace is the role's default --namespace ("" = cluster-wide).
+func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace string) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
+		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
+	fs.StringVar(&o.Namespace, "namespace", envString("BANLIEUE_NAMESPACE", defaultNamespace),
+		"namespace to watch; empty watches every namespace (env BANLIEUE_NAMESPACE)")
+	fs.IntVar(&o.HealthPort, "health-port", envInt("BANLIEUE_HEALTH_PORT", 8081),
+		"port serving /livez and /readyz (env BANLIEUE_HEALTH_PORT)")
+	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("BANLIEUE_METRICS_PORT", 8080),
+		"port serving /metrics; 0 disables it (env BANLIEUE_METRICS_PORT)")
+	fs.StringVar(&o.LogFormat, "log-format", envString("BANLIEUE_LOG_FORMAT", "text"),
+		"log format: text or json (env BANLIEUE_LOG_FORMAT)")
+	fs.StringVar(&o.LogLevel, "log-level", os.Getenv("BANLIEUE_LOG_LEVEL"),
+		"log level: error, warn, info, debug or a verbosity number (env BANLIEUE_LOG_LEVEL)")
+	fs.BoolVar(&o.NoLeaderElect, "no-leader-elect", envBool("BANLIEUE_NO_LEADER_ELECT"),
+		"run without leader election (env BANLIEUE_NO_LEADER_ELECT)")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace",
+		envString("BANLIEUE_LEADER_ELECTION_NAMESPACE", DefaultLeaderElectionNamespace),
+		"namespace of the leader election lease (env BANLIEUE_LEADER_ELECTION_NAMESPACE)")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id",
+		envString("BANLIEUE_LEADER_ELECTION_ID", leaderElectionID),
+		"name of the leader election lease (env BANLIEUE_LEADER_ELECTION_ID)")
+	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity",
+		envString("BANLIEUE_LEADER_ELECTION_IDENTITY", defaultIdentity()),
+		"this process's identity in the lease (env BANLIEUE_LEADER_ELECTION_IDENTITY; default POD_NAME, then HOSTNAME)")
+}
+
+// Validate rejects values the manager would otherwise misinterpret.
+func (o *Options) Validate() error {
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return fmt.Errorf("invalid --log-format: %q (want text or json)", o.LogFormat)
+	}
+	if _, err := parseLevel(o.LogLevel); err != nil {
+		return err
+	}
+	for name, port := range map[string]int{"--health-port": o.HealthPort, "--metrics-port": o.MetricsPort} {
+		if port < 0 || port > 65535 {
+			return fmt.Errorf("invalid %s: %d is not a port number", name, port)
+		}
+	}
+	if !o.NoLeaderElect && (o.LeaderElectionID == "" || o.LeaderElectionNamespace == "") {
+		return fmt.Errorf("invalid --leader-election-id/--leader-election-namespace: both must be set unless --no-leader-elect")
+	}
+	return nil
+}
+
+func defaultIdentity() string {
+	for _, env := range []string{"POD_NAME", "HOSTNAME"} {
+		if v := os.Getenv(env); v != "" {
+			return v
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "unknown"
+}
+
+func envString(name, fallback string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return fallback
+}
+
+func envInt(name string, fallback int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return fallback
+}
+
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
+}

@@ -1,0 +1,17 @@
+// Package controller is banlieue-controller: it schedules VirtualMachines, builds their
+// infrastructure machines, mirrors their status and runs pools and claims. It never talks to a
+// hypervisor and never imports pkg/libvirt.
+package controller
+
+// The rules below generate config/rbac/controller/role.yaml (ClusterRole banlieue-controller).
+// Secrets and ConfigMaps are read for VirtualMachine userData only.
+//
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines;virtualmachinepools;virtualmachineclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/finalizers;virtualmachineclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch

@@ -1,0 +1,19 @@
+// Package libvirt is banlieue-provider-libvirt: the Provider, VMImage and LibvirtMachine
+// controllers of the libvirt backend. It never reads VirtualMachines; it meets the controller
+// only through LibvirtMachine.
+package libvirt
+
+// The rules below generate config/rbac/provider-libvirt/role.yaml, the shared ClusterRole
+// banlieue-provider-libvirt the operator binds to every libvirt provider workload. It grants no
+// Secrets or ConfigMaps: those come by name from the per-Provider Role.
+//
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=update;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;create;patch
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
