@@ -8,36 +8,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/controller"
 )
 
-// role describes one long-running subcommand: its lease, its default namespace and the
-// controllers it registers with the manager.
+// role describes one long-running subcommand: its lease, its default namespace, how it narrows
+// its caches and the controllers it registers with the manager.
 type role struct {
 	name             string
 	leaderElectionID string
 	defaultNamespace string
+	customize        func(*manager.Options)
 	setup            func(mgr manager.Manager, opts app.Options) error
 }
 
-// command builds the role's cobra command. extraFlags lets a role add its own flags.
-func (r role) command(use, short string, extraFlags func(*cobra.Command)) *cobra.Command {
-	var opts app.Options
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return r.run(cmd, opts)
-		},
-	}
-	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace)
-	if extraFlags != nil {
-		extraFlags(cmd)
-	}
-	return cmd
-}
-
-func (r role) run(cmd *cobra.Command, opts app.Options) error {
+func (r *role) run(cmd *cobra.Command, opts app.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -50,7 +34,7 @@ func (r role) run(cmd *cobra.Command, opts app.Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := app.NewManager(cfg, opts, r.name, app.NewScheme())
+	mgr, err := app.NewManager(cfg, opts, r.name, app.NewScheme(), r.customize)
 	if err != nil {
 		return err
 	}
@@ -64,19 +48,32 @@ func (r role) run(cmd *cobra.Command, opts app.Options) error {
 	return mgr.Start(cmd.Context())
 }
 
-func newControllerCommand() *cobra.Command {
-	return role{name: "controller", leaderElectionID: "banlieue-controller"}.command("controller",
-		"Schedule VirtualMachines, build their infrastructure machines and mirror their status", nil)
+// command builds the role's cobra command with the common flags; the caller adds its own.
+func (r *role) command(use, short string) *cobra.Command {
+	var opts app.Options
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return r.run(cmd, opts)
+		},
+	}
+	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace)
+	return cmd
 }
 
-func newOperatorCommand() *cobra.Command {
-	return role{name: "operator", leaderElectionID: "banlieue-operator", defaultNamespace: "banlieue-system"}.
-		command("operator", "Run each Provider's workload (Deployment, ServiceAccount, RBAC)", nil)
+func newControllerCommand() *cobra.Command {
+	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
+	r.setup = func(mgr manager.Manager, opts app.Options) error {
+		return controller.Setup(mgr, controller.Options{Namespace: opts.Namespace})
+	}
+	return r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
 }
 
 func newImagebuilderCommand() *cobra.Command {
-	return role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}.command("imagebuilder",
-		"Build raw guest images from VMImage Url sources onto the artifacts volume", nil)
+	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
+	return r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
 }
 
 func newProviderCommand() *cobra.Command {
@@ -84,8 +81,6 @@ func newProviderCommand() *cobra.Command {
 		Use:   "provider",
 		Short: "Run a provider backend",
 	}
-	libvirt := role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}.command("libvirt",
-		"Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains", nil)
-	provider.AddCommand(libvirt)
+	provider.AddCommand(newProviderLibvirtCommand())
 	return provider
 }

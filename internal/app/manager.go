@@ -39,8 +39,10 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// NewManager builds the manager of one role. role names it in metrics and logs.
-func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Scheme) (manager.Manager, error) {
+// NewManager builds the manager of one role. role names it in metrics and logs; customize lets a
+// role narrow its caches (e.g. one Provider by name) before the manager exists.
+func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Scheme,
+	customize func(*manager.Options)) (manager.Manager, error) {
 	leaseDuration, renewDeadline, retryPeriod := LeaseDuration, RenewDeadline, RetryPeriod
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
@@ -58,6 +60,9 @@ func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Sch
 	}
 	if opts.Namespace != "" {
 		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}}
+	}
+	if customize != nil {
+		customize(&mgrOpts)
 	}
 	if !opts.NoLeaderElect {
 		lock, err := newLeaseLock(cfg, opts)

@@ -4,12 +4,15 @@
 package controller
 
 // The rules below generate config/rbac/controller/role.yaml (ClusterRole banlieue-controller).
-// Secrets and ConfigMaps are read for VirtualMachine userData only.
+// Secrets and ConfigMaps are read for VirtualMachine userData only. Providers are patched only
+// to add and remove the banlieue.io/provider-in-use finalizer.
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines;virtualmachinepools;virtualmachineclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/finalizers;virtualmachineclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get

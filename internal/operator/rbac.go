@@ -2,20 +2,35 @@
 // ServiceAccount, Roles, bindings) and reports ProviderClass status.
 package operator
 
-// The rules below generate config/rbac/operator/role.yaml (ClusterRole banlieue-operator). The
-// operator may only grant what it holds, so it also holds every rule of the per-Provider Roles
-// and of the libvirt ProviderClass's additionalRules; it binds the shipped provider ClusterRoles
-// through the bind verb rather than holding their rules.
+// The rules below generate config/rbac/operator/role.yaml (ClusterRole banlieue-operator), and
+// are exactly what the operator uses. The API server lets a subject create a Role or RoleBinding
+// only with permissions it holds itself, so the operator also holds every rule it grants: the
+// per-Provider Role (secrets and configmaps get, leases, events), the import Role (providers get)
+// and the libvirt ProviderClass's additionalRules (jobs). Holding them is narrower than the
+// escalate verb, which would let it grant anything. The shipped provider ClusterRoles are bound
+// through bind, restricted by name: bind on every ClusterRole would let it bind cluster-admin.
+// A new backend adds its ClusterRole's name here.
 //
-// +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=banlieue.io,resources=providers/status;providerclasses/status,verbs=get;update;patch
+// Provider: watched (list/watch), finalizer (patch); status.workload (status patch). The
+// finalizers subresource is needed where OwnerReferencesPermissionEnforcement is on, because
+// workload objects set blockOwnerDeletion on their Provider.
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=providers/status;providerclasses/status,verbs=patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=providerclasses,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;bind
+//
+// Workload objects: applied (create for the first apply, patch after), listed by label across
+// namespaces for pruning and deleted. Only Deployments are watched.
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterrolebindings,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
+//
+// Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;create;patch
+//
+// Its own events and leader lease, also granted to each provider.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch

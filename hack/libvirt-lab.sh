@@ -1,0 +1,276 @@
+#!/bin/bash
+# hack/libvirt-lab.sh — a throw-away libvirtd speaking mutual TLS on 127.0.0.1:16514,
+# for banlieue's integration tests (no systemd, no KVM needed).
+#
+# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status [DIR]
+#        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
+#
+#   start             install missing Debian packages (apt-get update only when installing),
+#                     create the PKI, start virtlogd + libvirtd. A no-op when already running.
+#   stop              stop only what start launched (PID files), then any QEMU/swtpm/dnsmasq
+#                     the daemon left behind (found through the daemon's own PID files).
+#   env               print DIR/env.
+#   restart-libvirtd  kill -9 libvirtd (a crash, not a clean stop) and start it again with the
+#                     same state; tests use it after killing the daemon mid-call.
+#   status            exit 0 when libvirtd answers on the TLS port.
+#
+# Contract other tests rely on (do not rename):
+#   DIR/env            shell `export` lines: BANLIEUE_LIBVIRT_LAB=DIR,
+#                      BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://127.0.0.1/system,
+#                      BANLIEUE_LIBVIRT_PKI=DIR/pki
+#   DIR/pki/cacert.pem, clientcert.pem, clientkey.pem   the CA and a client it trusts
+#   DIR/pki/untrusted/clientcert.pem, clientkey.pem     a client signed by another CA
+#   DIR/pki/other-ca/cacert.pem                         a CA unrelated to the server
+#   DIR/libvirtd.pid, DIR/virtlogd.pid                  the daemons' PIDs
+#   The server certificate covers 127.0.0.1 and localhost only.
+#
+# State: by default the daemons run in a private mount namespace where /etc/libvirt,
+# /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt, /run/libvirt and /var/log/swtpm are
+# bind mounts of DIR/state/*, so `rm -rf DIR` after stop removes every trace.
+# BANLIEUE_LAB_SHARED_STATE=1 uses the real system paths instead (when unshare is refused).
+set -euo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+cmd=${1:-}
+DIR=${2:-${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}}
+ADDR=127.0.0.1
+PORT=16514
+PACKAGES="libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
+          swtpm swtpm-tools ovmf openssl dnsmasq-base iptables"
+
+say() { printf '[libvirt-lab] %s\n' "$*" >&2; }
+fail() { say "error: $*"; exit 1; }
+running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+case "$DIR" in /|"") fail "refusing DIR '$DIR'" ;; esac
+
+install_packages() {
+	local missing="" p
+	for p in $PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	say "installing:$missing"
+	apt-get update -qq
+	# shellcheck disable=SC2086 # one word per package
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >"$DIR/apt.log" 2>&1 ||
+		{ tail -20 "$DIR/apt.log" >&2; fail "apt-get install failed"; }
+}
+
+# The QEMU driver refuses to load unless its compiled-in user exists; that user normally comes
+# from libvirt-daemon-system, which we avoid because it pulls in systemd units.
+ensure_qemu_user() {
+	getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
+	getent passwd libvirt-qemu >/dev/null ||
+		useradd --system -g libvirt-qemu -d /var/lib/libvirt -M -s /usr/sbin/nologin libvirt-qemu
+}
+
+# issue KEYOUT CERTOUT SUBJECT EXTFILE CA_DIR — an RSA key and a certificate signed by CA_DIR.
+# RSA keeps libvirt's GnuTLS key-usage checks (digitalSignature + keyEncipherment) meaningful.
+issue() {
+	local key=$1 crt=$2 subj=$3 ext=$4 ca=$5
+	openssl req -new -newkey rsa:2048 -nodes -keyout "$key" -subj "$subj" -out "$key.csr" 2>/dev/null
+	openssl x509 -req -in "$key.csr" -CA "$ca/cacert.pem" -CAkey "$ca/cakey.pem" -CAcreateserial \
+		-days 3650 -extfile "$ext" -out "$crt" 2>/dev/null
+	rm -f "$key.csr"
+}
+
+make_ca() { # DIR CN
+	openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/O=banlieue lab/CN=$2" \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+		-keyout "$1/cakey.pem" -out "$1/cacert.pem" 2>/dev/null
+}
+
+make_pki() {
+	local pki=$DIR/pki
+	[ -s "$pki/clientkey.pem" ] && [ -s "$pki/server/servercert.pem" ] && return 0
+	say "creating PKI in $pki"
+	rm -rf "$pki"
+	mkdir -p "$pki"/{ca,server,untrusted,other-ca,rogue-ca}
+	chmod 700 "$pki"
+	make_ca "$pki/ca" "banlieue lab CA"
+	make_ca "$pki/rogue-ca" "banlieue lab rogue CA"
+	make_ca "$pki/other-ca" "banlieue lab unrelated CA"
+	cat >"$pki/server.ext" <<-EOF
+		basicConstraints=critical,CA:FALSE
+		keyUsage=critical,digitalSignature,keyEncipherment
+		extendedKeyUsage=serverAuth
+		subjectAltName=IP:$ADDR,DNS:localhost
+	EOF
+	cat >"$pki/client.ext" <<-EOF
+		basicConstraints=critical,CA:FALSE
+		keyUsage=critical,digitalSignature,keyEncipherment
+		extendedKeyUsage=clientAuth
+	EOF
+	issue "$pki/server/serverkey.pem" "$pki/server/servercert.pem" "/O=banlieue lab/CN=$ADDR" "$pki/server.ext" "$pki/ca"
+	issue "$pki/clientkey.pem" "$pki/clientcert.pem" "/O=banlieue lab/CN=banlieue-test-client" "$pki/client.ext" "$pki/ca"
+	issue "$pki/untrusted/clientkey.pem" "$pki/untrusted/clientcert.pem" "/O=banlieue lab/CN=untrusted-client" "$pki/client.ext" "$pki/rogue-ca"
+	cp "$pki/ca/cacert.pem" "$pki/cacert.pem"
+	rm -f "$pki"/*.ext "$pki"/*/cacert.srl
+	chmod 600 "$pki"/clientkey.pem "$pki"/*/*key.pem
+}
+
+write_config() {
+	mkdir -p "$DIR/conf" "$DIR/log"
+	cat >"$DIR/conf/libvirtd.conf" <<-EOF
+		listen_tls = 1
+		listen_tcp = 0
+		listen_addr = "$ADDR"
+		tls_port = "$PORT"
+		auth_tls = "none"
+		ca_file = "$DIR/pki/cacert.pem"
+		cert_file = "$DIR/pki/server/servercert.pem"
+		key_file = "$DIR/pki/server/serverkey.pem"
+		unix_sock_group = "root"
+		unix_sock_ro_perms = "0700"
+		unix_sock_rw_perms = "0700"
+		auth_unix_ro = "none"
+		auth_unix_rw = "none"
+		log_outputs = "3:file:$DIR/log/libvirtd.log"
+	EOF
+	echo "log_outputs = \"3:file:$DIR/log/virtlogd.log\"" >"$DIR/conf/virtlogd.conf"
+	# QEMU runs as root in the lab: /dev/kvm here is root-only, and libvirt re-probes every
+	# QEMU binary on each capabilities call (seconds) while the probe and the configured
+	# user disagree about KVM. Only the private /etc/libvirt is touched, never the host's.
+	mkdir -p "$DIR/state/etc"
+	printf 'user = "root"\ngroup = "root"\n' >"$DIR/state/etc/qemu.conf"
+	cat >"$DIR/env" <<-EOF
+		export BANLIEUE_LIBVIRT_LAB=$DIR
+		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
+		export BANLIEUE_LIBVIRT_PKI=$DIR/pki
+	EOF
+}
+
+# in_lab_namespace CMD... — run CMD in the daemons' mount namespace (entered through
+# virtlogd, which outlives libvirtd restarts), creating the namespace when there is none.
+in_lab_namespace() {
+	if [ "$(cat "$DIR/mode" 2>/dev/null)" = shared ]; then
+		"$@"
+	elif running "$DIR/virtlogd.pid"; then
+		nsenter --mount="/proc/$(cat "$DIR/virtlogd.pid")/ns/mnt" -- "$@"
+	else
+		local s=$DIR/state binds="" m
+		for m in etc:/etc/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt \
+			run:/run/libvirt swtpm:/var/log/swtpm; do
+			mkdir -p "$s/${m%%:*}"
+			binds="$binds mkdir -p ${m#*:} && mount --bind $s/${m%%:*} ${m#*:} &&"
+		done
+		unshare --mount --propagation private /bin/sh -c "$binds exec \"\$@\"" sh "$@"
+	fi
+}
+
+start_daemons() {
+	if [ "${BANLIEUE_LAB_SHARED_STATE:-0}" = 1 ] || ! unshare --mount --propagation private true 2>/dev/null; then
+		echo shared >"$DIR/mode"
+	else
+		echo private >"$DIR/mode"
+	fi
+	if ! running "$DIR/virtlogd.pid"; then
+		rm -f "$DIR/virtlogd.pid"
+		in_lab_namespace virtlogd --daemon --config "$DIR/conf/virtlogd.conf" --pid-file "$DIR/virtlogd.pid" \
+			>>"$DIR/log/start.log" 2>&1 || fail "virtlogd did not start (see $DIR/log/start.log)"
+		wait_for_file "$DIR/virtlogd.pid"
+	fi
+	start_libvirtd
+}
+
+start_libvirtd() {
+	rm -f "$DIR/libvirtd.pid"
+	in_lab_namespace libvirtd --daemon --listen --config "$DIR/conf/libvirtd.conf" --pid-file "$DIR/libvirtd.pid" \
+		>>"$DIR/log/start.log" 2>&1 || fail "libvirtd did not start (see $DIR/log/start.log)"
+	wait_for_file "$DIR/libvirtd.pid"
+	wait_ready
+	# The first capabilities request probes every QEMU binary; do it now rather than inside
+	# some test's 30 s call budget.
+	virsh -q -c "qemu+tls://$ADDR/system?pkipath=$DIR/pki" capabilities >/dev/null 2>&1 || true
+}
+
+wait_for_file() {
+	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	fail "$1 never appeared"
+}
+
+answers() {
+	timeout 20 virsh -q -c "qemu+tls://$ADDR/system?pkipath=$DIR/pki" version >/dev/null 2>&1
+}
+
+wait_ready() {
+	local deadline=$(($(date +%s) + 60))
+	until answers; do
+		running "$DIR/libvirtd.pid" || { tail -20 "$DIR/log/libvirtd.log" >&2 || true; fail "libvirtd exited"; }
+		[ "$(date +%s)" -lt "$deadline" ] || fail "libvirtd not answering on $ADDR:$PORT after 60s"
+		sleep 0.2
+	done
+}
+
+# stop_pid NAME PIDFILE — SIGTERM, then SIGKILL after 15 s.
+stop_pid() {
+	local pid
+	running "$2" || return 0
+	pid=$(cat "$2")
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || { say "$1 (pid $pid) stopped"; return 0; }; sleep 0.1; done
+	say "$1 (pid $pid) ignored SIGTERM; killing"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Children libvirtd spawned keep running after it exits; they are found through the daemon's
+# own PID files and checked by executable so a recycled PID is never hit.
+stop_leftovers() {
+	local run=/run/libvirt f pid exe
+	[ "$(cat "$DIR/mode" 2>/dev/null)" = private ] && run=$DIR/state/run
+	[ -d "$run" ] || return 0
+	for f in "$run"/qemu/*.pid "$run"/qemu/swtpm/*.pid "$run"/network/*.pid; do
+		[ -s "$f" ] || continue
+		pid=$(tr -dc 0-9 <"$f")
+		if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
+		exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+		case "$exe" in
+		*/qemu-system-* | */swtpm | */dnsmasq) echo "$pid" >"$DIR/leftover.pid"; stop_pid "${exe##*/}" "$DIR/leftover.pid" ;;
+		esac
+	done
+	rm -f "$DIR/leftover.pid"
+}
+
+case "$cmd" in
+start)
+	[ "$(id -u)" = 0 ] || fail "must run as root"
+	mkdir -p "$DIR"
+	DIR=$(cd "$DIR" && pwd)
+	if running "$DIR/libvirtd.pid" && running "$DIR/virtlogd.pid" && answers; then
+		say "already running (libvirtd pid $(cat "$DIR/libvirtd.pid"))"
+		exit 0
+	fi
+	install_packages
+	ensure_qemu_user
+	make_pki
+	write_config
+	start_daemons
+	say "ready: libvirtd pid $(cat "$DIR/libvirtd.pid"); source $DIR/env"
+	;;
+restart-libvirtd)
+	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
+	if running "$DIR/libvirtd.pid"; then
+		kill -KILL "$(cat "$DIR/libvirtd.pid")"
+		while running "$DIR/libvirtd.pid"; do sleep 0.05; done
+	fi
+	start_libvirtd
+	say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid"))"
+	;;
+stop)
+	stop_pid libvirtd "$DIR/libvirtd.pid"
+	stop_pid virtlogd "$DIR/virtlogd.pid"
+	stop_leftovers
+	rm -f "$DIR/libvirtd.pid" "$DIR/virtlogd.pid"
+	;;
+env)
+	cat "$DIR/env"
+	;;
+status)
+	running "$DIR/libvirtd.pid" && answers
+	;;
+*)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2
+	exit 2
+	;;
+esac

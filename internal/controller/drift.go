@@ -1,0 +1,33 @@
+package controller
+
+import (
+	"slices"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// PlacementValid reasons (SPEC §3.4 step 6), in the order drift is checked.
+const (
+	ReasonProviderChanged       = "ProviderChanged"
+	ReasonFailureDomainChanged  = "FailureDomainChanged"
+	ReasonStorageMappingChanged = "StorageMappingChanged"
+	ReasonNetworkMappingChanged = "NetworkMappingChanged"
+)
+
+// placementDrift names the first way next differs from the recorded placement, or "" when it
+// does not (or nothing was recorded yet). The time of the decision is not part of it.
+func placementDrift(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlacement) string {
+	switch {
+	case prev == nil:
+		return ""
+	case prev.ProviderName != next.ProviderName || prev.ProviderClass != next.ProviderClass:
+		return ReasonProviderChanged
+	case prev.FailureDomain != next.FailureDomain:
+		return ReasonFailureDomainChanged
+	case !slices.Equal(prev.ResolvedStorage, next.ResolvedStorage):
+		return ReasonStorageMappingChanged
+	case !slices.Equal(prev.ResolvedNetworks, next.ResolvedNetworks):
+		return ReasonNetworkMappingChanged
+	}
+	return ""
+}

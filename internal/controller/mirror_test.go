@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+func TestMirror(t *testing.T) {
+	scheduled := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonScheduled, Message: "scheduled"}
+	notScheduled := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, Reason: ReasonImageNotReady, Message: "image not ready"}
+	placementBad := metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionFalse, Reason: ReasonProviderChanged, Message: "moved"}
+	running := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning", Message: "domain is running"}
+	stopped := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "DomainNotRunning", Message: "domain is defined but Shutoff"}
+	guest := &metav1.Condition{Type: "GuestReady", Status: metav1.ConditionTrue, Reason: "GuestAnnounced", Message: "installed"}
+	type cond struct {
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+	}
+	tests := []struct {
+		name       string
+		before     []metav1.Condition
+		infra      infraView
+		infraReady cond
+		guest      *cond
+		ready      cond
+	}{
+		{
+			name: "no Ready on the machine yet", before: []metav1.Condition{scheduled},
+			infraReady: cond{metav1.ConditionFalse, ReasonPending, "infrastructure has not reported a Ready condition yet"},
+			ready:      cond{metav1.ConditionFalse, ReasonInfrastructureNotReady, "infrastructure has not reported a Ready condition yet"},
+		},
+		{
+			name: "running machine makes the VM Ready", before: []metav1.Condition{scheduled},
+			infra:      infraView{Ready: running},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+		},
+		{
+			name: "stopped machine", before: []metav1.Condition{scheduled},
+			infra:      infraView{Ready: stopped},
+			infraReady: cond{metav1.ConditionFalse, "DomainNotRunning", "domain is defined but Shutoff"},
+			ready:      cond{metav1.ConditionFalse, ReasonInfrastructureNotReady, "domain is defined but Shutoff"},
+		},
+		{
+			name: "GuestReady copied when present", before: []metav1.Condition{scheduled},
+			infra:      infraView{Ready: running, GuestReady: guest},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			guest:      &cond{metav1.ConditionTrue, "GuestAnnounced", "installed"},
+			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+		},
+		{
+			name:       "GuestReady removed when the machine drops it",
+			before:     []metav1.Condition{scheduled, {Type: conditionGuestReady, Status: metav1.ConditionTrue, Reason: "GuestAnnounced"}},
+			infra:      infraView{Ready: running},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+		},
+		{
+			name: "Scheduled false wins", before: []metav1.Condition{notScheduled},
+			infra:      infraView{Ready: running},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			ready:      cond{metav1.ConditionFalse, ReasonScheduling, "image not ready"},
+		},
+		{
+			name: "no Scheduled condition", infra: infraView{Ready: running},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			ready:      cond{metav1.ConditionFalse, ReasonScheduling, "the VM has not been scheduled yet"},
+		},
+		{
+			name: "placement invalid beats infrastructure", before: []metav1.Condition{scheduled, placementBad},
+			infra:      infraView{Ready: stopped},
+			infraReady: cond{metav1.ConditionFalse, "DomainNotRunning", "domain is defined but Shutoff"},
+			ready:      cond{metav1.ConditionFalse, ReasonPlacementInvalid, "moved"},
+		},
+		{
+			name: "placement valid true does not block", before: []metav1.Condition{scheduled, {Type: conditionPlacementValid, Status: metav1.ConditionTrue, Reason: ReasonReconciled}},
+			infra:      infraView{Ready: running},
+			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
+			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+		},
+	}
+	check := func(t *testing.T, conds []metav1.Condition, typ string, want cond) {
+		t.Helper()
+		c := meta.FindStatusCondition(conds, typ)
+		if c == nil || c.Status != want.status || c.Reason != want.reason || c.Message != want.message || c.ObservedGeneration != 7 {
+			t.Errorf("%s = %+v, want %+v (generation 7)", typ, c, want)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := &banlieuev1.VirtualMachineStatus{Conditions: append([]metav1.Condition(nil), tt.before...)}
+			mirror(status, tt.infra, 7)
+			check(t, status.Conditions, conditionInfrastructureReady, tt.infraReady)
+			check(t, status.Conditions, conditionReady, tt.ready)
+			if tt.guest == nil {
+				if g := meta.FindStatusCondition(status.Conditions, conditionGuestReady); g != nil {
+					t.Errorf("GuestReady = %+v, want absent", g)
+				}
+			} else {
+				check(t, status.Conditions, conditionGuestReady, *tt.guest)
+			}
+			if status.ObservedGeneration != 7 {
+				t.Errorf("observedGeneration = %d", status.ObservedGeneration)
+			}
+		})
+	}
+}
+
+func TestMirrorCopiesObservedState(t *testing.T) {
+	addrs := []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "10.0.0.5"}}
+	status := &banlieuev1.VirtualMachineStatus{
+		Addresses:          []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "10.9.9.9"}},
+		ObservedPowerState: banlieuev1.PoweredOff,
+	}
+	mirror(status, infraView{Initialization: &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}, Addresses: addrs, PowerState: banlieuev1.PoweredOn}, 1)
+	if !reflect.DeepEqual(status.Addresses, addrs) || status.ObservedPowerState != banlieuev1.PoweredOn || !ptr.Deref(status.Initialization.Provisioned, false) {
+		t.Errorf("status = %+v", status)
+	}
+	mirror(status, infraView{}, 1)
+	if status.Addresses != nil || status.ObservedPowerState != "" || status.Initialization != nil {
+		t.Errorf("cleared status = %+v", status)
+	}
+}
+
+func TestMirrorKeepsTransitionTimeWhenUnchanged(t *testing.T) {
+	status := &banlieuev1.VirtualMachineStatus{}
+	mirror(status, infraView{Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
+	before := status.DeepCopy()
+	mirror(status, infraView{Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
+	if !reflect.DeepEqual(before, status) {
+		t.Errorf("a repeated mirror changed the status:\n%+v\n%+v", before, status)
+	}
+}

@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// FieldManager owns the VM status, the infrastructure machines' specs and VMImage
+// status.conditions (SPEC §1.6).
+const FieldManager = "banlieue.io/controller"
+
+// Requeue intervals (SPEC: default, error, long).
+const (
+	requeueDefault = 30 * time.Second
+	requeueError   = 5 * time.Second
+	requeueLong    = 300 * time.Second
+)
+
+// Field indexes of the manager's cache.
+const (
+	imageRefIndex = "spec.imageRef.name"
+	classRefIndex = "spec.classRef.name"
+)
+
+// Options configure the controller role.
+type Options struct {
+	// Namespace limits VirtualMachines, Providers and machines to one namespace; empty means
+	// every namespace. VMImages and VMClasses are cluster-scoped and always watched.
+	Namespace string
+}
+
+// Setup registers the VirtualMachine, VMImage and Provider-in-use controllers with mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	ctx := context.Background()
+	indexer := mgr.GetFieldIndexer()
+	for _, ix := range []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&banlieuev1.VirtualMachine{}, imageRefIndex, func(o client.Object) []string {
+			return []string{o.(*banlieuev1.VirtualMachine).Spec.ImageRef.Name}
+		}},
+		{&banlieuev1.VirtualMachine{}, classRefIndex, func(o client.Object) []string {
+			return []string{o.(*banlieuev1.VirtualMachine).Spec.ClassRef.Name}
+		}},
+		{&infrav1.LibvirtMachine{}, providerRefIndex, func(o client.Object) []string {
+			return []string{o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name}
+		}},
+	} {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	inScope := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return opts.Namespace == "" || o.GetNamespace() == opts.Namespace
+	}))
+	vms := &vmMapper{client: mgr.GetClient(), namespace: opts.Namespace}
+
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("virtualmachine").
+		For(&banlieuev1.VirtualMachine{}, inScope).
+		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(imageRefIndex))).
+		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(classRefIndex))).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.inNamespace), inScope).
+		WithOptions(controller.Options{RateLimiter: errorRateLimiter()})
+	for _, k := range allInfraKinds() {
+		b = b.Owns(k.newObject(), inScope)
+	}
+	if err := b.Complete(&virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
+		return fmt.Errorf("creating virtualmachine controller: %w", err)
+	}
+
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("vmimage-ready").
+		For(&banlieuev1.VMImage{}).
+		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		Complete(&vmImageReconciler{client: mgr.GetClient()}); err != nil {
+		return fmt.Errorf("creating vmimage controller: %w", err)
+	}
+
+	// A second Setup in one process (tests) keeps the first collector rather than failing.
+	var already prometheus.AlreadyRegisteredError
+	if err := metrics.Registry.Register(newVMPhaseCollector(mgr.GetClient(), opts.Namespace)); err != nil && !errors.As(err, &already) {
+		return fmt.Errorf("registering banlieue_virtualmachines: %w", err)
+	}
+
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("provider-in-use").
+		For(&banlieuev1.Provider{}, inScope).
+		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), inScope).
+		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
+		return fmt.Errorf("creating provider-in-use controller: %w", err)
+	}
+	return nil
+}
+
+// errorRateLimiter retries a failed reconcile after a flat 5 s (SPEC §5 error policy) instead of
+// controller-runtime's exponential backoff.
+func errorRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)
+}
+
+// vmMapper finds the VMs an event on another object concerns.
+type vmMapper struct {
+	client    client.Client
+	namespace string
+}
+
+// byIndex maps a cluster-scoped VMImage or VMClass to the VMs referencing it by name.
+func (m *vmMapper) byIndex(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return m.list(ctx, client.MatchingFields{index: o.GetName()}, client.InNamespace(m.namespace))
+	}
+}
+
+// inNamespace maps a Provider to every VM of its namespace: any of them may now fit (or no
+// longer fit) on it.
+func (m *vmMapper) inNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return m.list(ctx, client.InNamespace(o.GetNamespace()))
+}
+
+func (m *vmMapper) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var vms banlieuev1.VirtualMachineList
+	if err := m.client.List(ctx, &vms, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing VirtualMachines to requeue")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(vms.Items))
+	for _, vm := range vms.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vm)})
+	}
+	return reqs
+}

@@ -1,0 +1,202 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// FinalizerVirtualMachine holds a VM until its infrastructure machines are gone.
+const FinalizerVirtualMachine = "banlieue.io/virtualmachine"
+
+// AnnotationMigrate lets a user approve a recreate under migrationPolicy manual.
+const AnnotationMigrate = "banlieue.io/migrate"
+
+// Migration policies.
+const (
+	migrationAutomatic = "automatic"
+	migrationManual    = "manual"
+)
+
+// virtualMachineReconciler turns a VirtualMachine into its backend's machine (SPEC §3.4).
+type virtualMachineReconciler struct {
+	client client.Client
+	// apiReader reads what must not come from the cache: userData sources (get-only RBAC) and
+	// the machines deletion waits for (a stale "absent" would drop the finalizer too early).
+	apiReader client.Reader
+}
+
+func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var vm banlieuev1.VirtualMachine
+	if err := r.client.Get(ctx, req.NamespacedName, &vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Deletion goes first even for a paused VM: pausing must not make a VM undeletable.
+	if !vm.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &vm)
+	}
+	if vm.Spec.Paused {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+	if err := r.ensureFinalizer(ctx, &vm); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	var class banlieuev1.VMClass
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, &class); err != nil {
+		return ctrl.Result{}, fmt.Errorf("getting VMClass %s: %w", vm.Spec.ClassRef.Name, err)
+	}
+	var image banlieuev1.VMImage
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, &image); err != nil {
+		return ctrl.Result{}, fmt.Errorf("getting VMImage %s: %w", vm.Spec.ImageRef.Name, err)
+	}
+	var providers banlieuev1.ProviderList
+	if err := r.client.List(ctx, &providers, client.InNamespace(vm.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	var siblings banlieuev1.VirtualMachineList
+	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	status := vm.Status.DeepCopy()
+	status.ObservedGeneration = vm.Generation
+	if msg := imageClassMismatch(&class, &image); msg != "" {
+		// Scheduled is left alone: the pairing is wrong whatever the placement.
+		setCondition(status, vm.Generation, metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse,
+			Reason: ReasonImageClassMismatch, Message: msg})
+		return r.writeStatus(ctx, &vm, status, requeueLong)
+	}
+
+	d, err := schedule(scheduleInput{VM: &vm, Class: &class, Image: &image, Providers: providers.Items, Siblings: siblings.Items})
+	if err != nil {
+		var se *scheduleError
+		if !errors.As(err, &se) {
+			return ctrl.Result{}, err
+		}
+		return r.notScheduled(ctx, &vm, status, se.Reason, se.Message, ReasonScheduling, requeueDefault)
+	}
+	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
+	if err != nil {
+		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueLong)
+	}
+
+	next := d.placement()
+	existing := kind.newObject()
+	exists := true
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(&vm), existing); apierrors.IsNotFound(err) {
+		exists = false
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Drift only matters while a machine realises the old placement; once it is gone (deleted
+	// by a migration or by hand) the new decision is simply applied.
+	if drift := placementDrift(status.Scheduled, next); drift != "" && exists {
+		return r.drifted(ctx, &vm, status, kind, existing, drift, next)
+	}
+
+	raw, err := readUserData(ctx, r.apiReader, &vm)
+	if err != nil {
+		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+	}
+	machine, err := kind.build(buildInput{VM: &vm, Class: &class, Image: &image, Decision: d,
+		UserData: renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)})
+	if err != nil {
+		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+	}
+	if err := ssa.Apply(ctx, r.client, machine, FieldManager); err != nil {
+		// The API server refusing the machine (a name too long for domainName, say) is a build
+		// failure the user must fix, not a transient error.
+		if apierrors.IsInvalid(err) {
+			return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+		}
+		return ctrl.Result{}, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+	}
+
+	setCondition(status, vm.Generation, metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionTrue,
+		Reason: ReasonScheduled, Message: fmt.Sprintf("scheduled on Provider %s, failure domain %s", next.ProviderName, next.FailureDomain)})
+	setCondition(status, vm.Generation, metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionTrue,
+		Reason: ReasonReconciled, Message: fmt.Sprintf("%s %s matches the placement", kind.GVK.Kind, vm.Name)})
+	mirror(status, kind.view(machine), vm.Generation)
+	status.Scheduled = stamped(status.Scheduled, next)
+	status.InfrastructureRef = infrastructureRef(kind, &vm)
+	return r.writeStatus(ctx, &vm, status, requeueDefault)
+}
+
+// drifted handles a placement that no longer matches the existing machine (SPEC §3.4 step 6).
+func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
+	next banlieuev1.ScheduledPlacement) (ctrl.Result, error) {
+	policy := vm.Spec.MigrationPolicy
+	approved := policy == migrationAutomatic || (policy == migrationManual && vm.Annotations[AnnotationMigrate] == "true")
+	if policy == migrationAutomatic || policy == migrationManual {
+		msg := fmt.Sprintf("placement changed (%s): %s %s is on Provider %s, failure domain %s; the scheduler now picks Provider %s, failure domain %s",
+			drift, kind.GVK.Kind, vm.Name, status.Scheduled.ProviderName, status.Scheduled.FailureDomain, next.ProviderName, next.FailureDomain)
+		if approved {
+			msg += "; recreating the machine"
+		} else {
+			msg += fmt.Sprintf("; annotate the VM %s=true to recreate it", AnnotationMigrate)
+		}
+		setCondition(status, vm.Generation, metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionFalse, Reason: drift, Message: msg})
+	}
+	if approved && existing.GetDeletionTimestamp().IsZero() {
+		if err := r.client.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// Under never (or an unset policy) the machine stays where it is and is only mirrored.
+	mirror(status, kind.view(existing), vm.Generation)
+	return r.writeStatus(ctx, vm, status, requeueDefault)
+}
+
+// notScheduled records a VM that has no machine to converge: Scheduled=False with reason and
+// msg, and Ready=False with readyReason.
+func (r *virtualMachineReconciler) notScheduled(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus, reason, msg, readyReason string, requeue time.Duration) (ctrl.Result, error) {
+	setCondition(status, vm.Generation, metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+	setCondition(status, vm.Generation, metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg})
+	return r.writeStatus(ctx, vm, status, requeue)
+}
+
+// stamped is next with a scheduledAt that only moves when the decision does, so a steady VM's
+// status stays byte-identical and its reconciles write nothing.
+func stamped(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlacement) *banlieuev1.ScheduledPlacement {
+	if prev != nil && prev.ScheduledAt != nil && placementDrift(prev, next) == "" {
+		next.ScheduledAt = prev.ScheduledAt
+	} else {
+		now := metav1.Now()
+		next.ScheduledAt = &now
+	}
+	return &next
+}
+
+// writeStatus applies the whole status, skipping the request when nothing changed, and then
+// requeues after requeue; a failed write goes to the error policy instead.
+func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus, requeue time.Duration) (ctrl.Result, error) {
+	if !equality.Semantic.DeepEqual(&vm.Status, status) {
+		if err := ssa.ApplyStatus(ctx, r.client, vm, status, FieldManager); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *virtualMachineReconciler) ensureFinalizer(ctx context.Context, vm *banlieuev1.VirtualMachine) error {
+	orig := vm.DeepCopy()
+	if !controllerutil.AddFinalizer(vm, FinalizerVirtualMachine) {
+		return nil
+	}
+	return r.client.Patch(ctx, vm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}

@@ -1,0 +1,36 @@
+package controller
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// vmImageReconciler publishes a VMImage's aggregate Ready (SPEC §3.3 C).
+type vmImageReconciler struct {
+	client client.Client
+}
+
+func (r *vmImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var image banlieuev1.VMImage
+	if err := r.client.Get(ctx, req.NamespacedName, &image); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	conditions := append([]metav1.Condition(nil), image.Status.Conditions...)
+	ready := imageReady(image.Status.PerProvider)
+	ready.ObservedGeneration = image.Generation
+	meta.SetStatusCondition(&conditions, ready)
+	if equality.Semantic.DeepEqual(conditions, image.Status.Conditions) {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+	// Conditions only: perProvider belongs to the providers and buildArtifact to the
+	// imagebuilder, each under its own field manager.
+	return ctrl.Result{RequeueAfter: requeueLong}, ssa.ApplyStatusConditions(ctx, r.client, &image, conditions, FieldManager)
+}

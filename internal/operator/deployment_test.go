@@ -1,0 +1,160 @@
+package operator
+
+import (
+	"reflect"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+func TestDeploymentPod(t *testing.T) {
+	d := decode[appsv1.Deployment](t, deployment(guideProvider(), libvirtClass(), "banlieue-system", Options{BuildNamespace: DefaultBuildNamespace}))
+	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7"
+	if d.Name != wl || d.Namespace != "banlieue-system" {
+		t.Errorf("deployment %s/%s", d.Namespace, d.Name)
+	}
+	if got := *d.Spec.Replicas; got != 1 {
+		t.Errorf("replicas %d", got)
+	}
+	if want := map[string]string{LabelName: "banlieue", LabelProvider: "libvirt-edge-host-7"}; !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
+		t.Errorf("selector %v", d.Spec.Selector.MatchLabels)
+	}
+	pod := d.Spec.Template.Spec
+	wantPodSC := &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+		FSGroup: ptr.To[int64](65532), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if !reflect.DeepEqual(pod.SecurityContext, wantPodSC) {
+		t.Errorf("pod securityContext %+v", pod.SecurityContext)
+	}
+	if pod.ServiceAccountName != wl || *pod.TerminationGracePeriodSeconds != 30 {
+		t.Errorf("serviceAccountName %q, terminationGracePeriodSeconds %d", pod.ServiceAccountName, *pod.TerminationGracePeriodSeconds)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("containers %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Name != "provider" || c.Image != "registry.example/banlieue:v0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("container %s image %s pullPolicy %s", c.Name, c.Image, c.ImagePullPolicy)
+	}
+	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
+		"--leader-election-id", wl, "--leader-election-namespace", "banlieue-system",
+		"--import-image", "registry.example/banlieue:v0.1.0", "--log-level", "info", "--log-format", "json"}
+	if !reflect.DeepEqual(c.Args, wantArgs) {
+		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
+	}
+	wantEnv := []corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "POD_SERVICE_ACCOUNT", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}},
+	}
+	if !reflect.DeepEqual(c.Env, wantEnv) {
+		t.Errorf("env %+v", c.Env)
+	}
+	wantPorts := []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "health", ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
+	if !reflect.DeepEqual(c.Ports, wantPorts) {
+		t.Errorf("ports %+v", c.Ports)
+	}
+	health := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("health")}}
+	if want := (&corev1.Probe{ProbeHandler: health, InitialDelaySeconds: 10, PeriodSeconds: 30, TimeoutSeconds: 3, FailureThreshold: 3}); !reflect.DeepEqual(c.LivenessProbe, want) {
+		t.Errorf("liveness %+v", c.LivenessProbe)
+	}
+	health.HTTPGet = &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}
+	if want := (&corev1.Probe{ProbeHandler: health, InitialDelaySeconds: 2, PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: 3}); !reflect.DeepEqual(c.ReadinessProbe, want) {
+		t.Errorf("readiness %+v", c.ReadinessProbe)
+	}
+	wantSC := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if !reflect.DeepEqual(c.SecurityContext, wantSC) {
+		t.Errorf("container securityContext %+v", c.SecurityContext)
+	}
+	if !equalResources(c.Resources, defaultResources) {
+		t.Errorf("resources %+v", c.Resources)
+	}
+}
+
+func TestDeploymentClassOptions(t *testing.T) {
+	class := libvirtClass()
+	class.Spec.Logging = nil
+	class.Spec.Image.PullPolicy = ""
+	class.Spec.Image.PullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	class.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/infra": ""}
+	class.Spec.Tolerations = []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
+	class.Spec.Resources = &custom
+	opts := Options{BuildTolerations: []corev1.Toleration{
+		{Key: "build", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoExecute},
+	}}
+	d := decode[appsv1.Deployment](t, deployment(guideProvider(), class, "providers", opts))
+	pod := d.Spec.Template.Spec
+	if !reflect.DeepEqual(pod.ImagePullSecrets, class.Spec.Image.PullSecrets) || !reflect.DeepEqual(pod.NodeSelector, class.Spec.NodeSelector) ||
+		!reflect.DeepEqual(pod.Tolerations, class.Spec.Tolerations) {
+		t.Errorf("pod scheduling fields not copied from the class: %+v", pod)
+	}
+	c := pod.Containers[0]
+	if c.ImagePullPolicy != "" {
+		t.Errorf("pullPolicy %q, want unset", c.ImagePullPolicy)
+	}
+	if !equalResources(c.Resources, custom) {
+		t.Errorf("resources %+v, want the class's", c.Resources)
+	}
+	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
+		"--leader-election-id", "banlieue-provider-libvirt-libvirt-edge-host-7", "--leader-election-namespace", "providers",
+		"--import-image", "registry.example/banlieue:v0.1.0", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute"}
+	if !reflect.DeepEqual(c.Args, wantArgs) {
+		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
+	}
+	if len(d.OwnerReferences) != 0 {
+		t.Errorf("a Deployment outside the Provider's namespace cannot be owned: %+v", d.OwnerReferences)
+	}
+}
+
+func TestReplicas(t *testing.T) {
+	for in, want := range map[int32]int32{-3: 1, 0: 1, 1: 1, 3: 3} {
+		if got := replicas(in); got != want {
+			t.Errorf("replicas(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestImageRef(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		img   banlieuev1.ProviderImage
+		want  string
+		valid bool
+	}{
+		{banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Tag: "v0.1.0"}, "registry.example/banlieue:v0.1.0", true},
+		{banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Tag: "v0.1.0", Digest: digest}, "registry.example/banlieue:v0.1.0@" + digest, true},
+		{banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Digest: digest}, "registry.example/banlieue@" + digest, false},
+		{banlieuev1.ProviderImage{Tag: "v0.1.0"}, ":v0.1.0", false},
+	}
+	for _, tt := range tests {
+		if got := imageRef(tt.img); got != tt.want {
+			t.Errorf("imageRef(%+v) = %q, want %q", tt.img, got, tt.want)
+		}
+		if got := imageValid(tt.img); got != tt.valid {
+			t.Errorf("imageValid(%+v) = %v, want %v", tt.img, got, tt.valid)
+		}
+	}
+}
+
+func equalResources(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
+}

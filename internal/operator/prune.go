@@ -1,0 +1,85 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// workloadKinds are the kinds a workload is made of, in cleanup order: the cluster-wide grant
+// goes first so a half-deleted workload never keeps it.
+var workloadKinds = []schema.GroupVersionKind{
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "", Version: "v1", Kind: "ServiceAccount"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+}
+
+// objectKey identifies one workload object; kinds do not collide across the groups above.
+type objectKey struct{ kind, namespace, name string }
+
+// keepSet are the objects of the current workload, which pruning leaves alone.
+func keepSet(w workload) map[objectKey]bool {
+	keep := map[objectKey]bool{}
+	for _, o := range w.objects() {
+		keep[objectKey{deref(o.GetKind()), deref(o.GetNamespace()), deref(o.GetName())}] = true
+	}
+	return keep
+}
+
+// prune deletes the objects of p's earlier workloads, those a class change or rename left
+// behind, and reports each pruned workload.
+func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool) error {
+	pruned, err := r.deleteWorkload(ctx, p, keep)
+	for _, instance := range slices.Sorted(maps.Keys(pruned)) {
+		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonWorkloadPruned, "Prune",
+			"pruned workload %s: %s", instance, strings.Join(pruned[instance], ", "))
+	}
+	return err
+}
+
+// deleteWorkload deletes every object labelled as p's workload, in any namespace, except those
+// in keep. It returns what it deleted ("Kind namespace/name"), grouped by workload instance. A
+// 404 counts as deleted: the object is gone either way.
+func (r *providerReconciler) deleteWorkload(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool) (map[string][]string, error) {
+	deleted := map[string][]string{}
+	selector := client.MatchingLabelsSelector{Selector: ownedSelector(p.Namespace, p.Name)}
+	for _, gvk := range workloadKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.apiReader.List(ctx, list, selector); err != nil {
+			return deleted, fmt.Errorf("listing %s of provider %s/%s: %w", gvk.Kind, p.Namespace, p.Name, err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if keep[objectKey{gvk.Kind, obj.Namespace, obj.Name}] {
+				continue
+			}
+			obj.SetGroupVersionKind(gvk)
+			err := r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if client.IgnoreNotFound(err) != nil {
+				return deleted, fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, obj.Namespace, obj.Name, err)
+			}
+			instance := obj.Labels[LabelInstance]
+			deleted[instance] = append(deleted[instance], gvk.Kind+" "+client.ObjectKeyFromObject(obj).String())
+		}
+	}
+	return deleted, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,116 @@
+package operator
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// importServiceAccount is the ServiceAccount import Jobs run as, in the build namespace.
+const importServiceAccount = "banlieue-import"
+
+// workload is every object of one Provider's workload, as it is applied.
+type workload struct {
+	serviceAccount     *corev1ac.ServiceAccountApplyConfiguration
+	role               *rbacv1ac.RoleApplyConfiguration
+	roleBinding        *rbacv1ac.RoleBindingApplyConfiguration
+	importRole         *rbacv1ac.RoleApplyConfiguration
+	importRoleBinding  *rbacv1ac.RoleBindingApplyConfiguration
+	clusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
+	deployment         *appsv1ac.DeploymentApplyConfiguration
+}
+
+// applyObject is what the reconciler needs of an apply configuration: to send it, and to know
+// which object it is so everything else can be pruned.
+type applyObject interface {
+	runtime.ApplyConfiguration
+	GetKind() *string
+	GetName() *string
+	GetNamespace() *string
+}
+
+// workloadNamespace is where the Deployment and its ServiceAccount run.
+func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) string {
+	if class.Spec.WorkloadNamespace != "" {
+		return class.Spec.WorkloadNamespace
+	}
+	return p.Namespace
+}
+
+// desiredWorkload builds the workload of p under class (SPEC §3.2 step 4).
+func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
+	name := workloadName(class.Name, p.Name)
+	imp := importName(name)
+	wns := workloadNamespace(p, class)
+	lbls := workloadLabels(p, class)
+	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(wns)
+	return workload{
+		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls), p, wns),
+		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls), p, p.Namespace).
+			WithRules(policyRules(roleRules(p, class))...),
+		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls), p, p.Namespace).
+			WithRoleRef(roleRef("Role", name)).
+			WithSubjects(sa),
+		importRole: withOwner(rbacv1ac.Role(imp, p.Namespace).WithLabels(lbls), p, p.Namespace).
+			WithRules(policyRules(importRoleRules(p))...),
+		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls), p, p.Namespace).
+			WithRoleRef(roleRef("Role", imp)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(importServiceAccount).WithNamespace(opts.BuildNamespace)),
+		// Never owner-referenced: a namespaced owner of a cluster-scoped object is invalid and
+		// the garbage collector would delete the binding at once. Cleanup removes it instead.
+		clusterRoleBinding: rbacv1ac.ClusterRoleBinding(clusterScopedName(class.Name, p.Namespace, p.Name)).
+			WithLabels(lbls).
+			WithRoleRef(roleRef("ClusterRole", providerClusterRole(class.Spec.Backend))).
+			WithSubjects(sa),
+		deployment: deployment(p, class, wns, opts),
+	}
+}
+
+// objects are the workload's objects in the order SPEC §3.2 applies them: identities and grants
+// before the Deployment, so its pods never start without their permissions.
+func (w workload) objects() []applyObject {
+	return []applyObject{w.serviceAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
+		w.clusterRoleBinding, w.deployment}
+}
+
+// ownable is an apply configuration that takes owner references.
+type ownable[T any] interface {
+	WithOwnerReferences(...*metav1ac.OwnerReferenceApplyConfiguration) T
+}
+
+// withOwner makes p the controller of obj when obj lives in p's namespace; owner references
+// cannot cross namespaces.
+func withOwner[T ownable[T]](obj T, p *banlieuev1.Provider, namespace string) T {
+	if namespace != p.Namespace {
+		return obj
+	}
+	return obj.WithOwnerReferences(metav1ac.OwnerReference().
+		WithAPIVersion(banlieuev1.GroupVersion.String()).
+		WithKind("Provider").
+		WithName(p.Name).
+		WithUID(p.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true))
+}
+
+func roleRef(kind, name string) *rbacv1ac.RoleRefApplyConfiguration {
+	return rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind(kind).WithName(name)
+}
+
+func policyRules(rules []rbacv1.PolicyRule) []*rbacv1ac.PolicyRuleApplyConfiguration {
+	out := make([]*rbacv1ac.PolicyRuleApplyConfiguration, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, rbacv1ac.PolicyRule().
+			WithAPIGroups(r.APIGroups...).
+			WithResources(r.Resources...).
+			WithVerbs(r.Verbs...).
+			WithResourceNames(r.ResourceNames...).
+			WithNonResourceURLs(r.NonResourceURLs...))
+	}
+	return out
+}

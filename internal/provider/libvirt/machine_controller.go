@@ -1,0 +1,141 @@
+package libvirt
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// MachineFinalizer holds a LibvirtMachine until its domain and volumes are gone from the host.
+const MachineFinalizer = "banlieue.io/libvirtmachine"
+
+// machineTimeout bounds one pass over a machine, connect included.
+const machineTimeout = 2 * time.Minute
+
+// MachineReconciler realises LibvirtMachines as libvirt domains. It never reads VirtualMachines:
+// everything it needs is in the LibvirtMachine and its Provider.
+type MachineReconciler struct {
+	Client client.Client
+	// APIReader reads the Provider's Secret and CA uncached, by name.
+	APIReader   client.Reader
+	Connections *hostconn.Pool
+	// ProviderName, when set, limits this process to the machines of one Provider.
+	ProviderName string
+	// Resync is how often a machine is looked at again; zero means the SPEC's intervals.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the reconciler.
+func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		m, ok := o.(*infrav1.LibvirtMachine)
+		return ok && (r.ProviderName == "" || m.Spec.ProviderRef.Name == r.ProviderName)
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("libvirtmachine").
+		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
+		Complete(r)
+}
+
+// deletionRequested passes the update that sets deletionTimestamp, so teardown starts at once.
+var deletionRequested = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
+
+// Reconcile converges one machine, or tears it down when it is being deleted.
+func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var m infrav1.LibvirtMachine
+	if err := r.Client.Get(ctx, req.NamespacedName, &m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.ProviderName != "" && m.Spec.ProviderRef.Name != r.ProviderName {
+		return ctrl.Result{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, machineTimeout)
+	defer cancel()
+	logger := log.FromContext(ctx)
+
+	// The host is reached on deletion too; that is why a Provider cannot go away while its
+	// machines exist.
+	var p banlieuev1.Provider
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ProviderRef.Name}, &p); err != nil {
+		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.Spec.ProviderRef.Name, err))
+	}
+	c, err := r.Connections.Connect(ctx, r.APIReader, &p)
+	if err != nil {
+		r.Connections.Forget(client.ObjectKeyFromObject(&p))
+		return r.retry(ctx, &m, fmt.Errorf("connecting to Provider %q: %w", p.Name, err))
+	}
+
+	if !m.DeletionTimestamp.IsZero() {
+		if err := teardown(ctx, c, &m); err != nil {
+			return r.retry(ctx, &m, err)
+		}
+		if controllerutil.RemoveFinalizer(&m, MachineFinalizer) {
+			if err := r.Client.Update(ctx, &m); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+		}
+		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(&m, MachineFinalizer) {
+		if err := r.Client.Update(ctx, &m); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	obs, err := converge(ctx, c, &m)
+	if err != nil {
+		return r.retry(ctx, &m, err)
+	}
+	if err := r.setProviderID(ctx, &m, p.Name, obs); err != nil {
+		return ctrl.Result{}, err
+	}
+	status := succeededStatus(&m, obs)
+	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, FieldManager); err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue := requeueLong
+	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
+		requeue = requeueDefault
+	}
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
+}
+
+// retry reports an error that happened before or during teardown on Ready, so a deletion that
+// blocks says why, and tries again on the error interval.
+func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error) (ctrl.Result, error) {
+	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
+	status := failedStatus(m, err)
+	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, FieldManager); client.IgnoreNotFound(ssaErr) != nil {
+		return ctrl.Result{}, ssaErr
+	}
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeueError)}, nil
+}
+
+// setProviderID records libvirt://<provider>/<uuid> once, as the Cluster API contract asks.
+func (r *MachineReconciler) setProviderID(ctx context.Context, m *infrav1.LibvirtMachine, provider string, obs observation) error {
+	id := "libvirt://" + provider + "/" + obs.domain.UUID.String()
+	if m.Spec.ProviderID == id {
+		return nil
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Spec.ProviderID = id
+	return r.Client.Patch(ctx, m, patch, client.FieldOwner(FieldManager))
+}

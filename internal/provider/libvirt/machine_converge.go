@@ -1,0 +1,337 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"libvirt.org/go/libvirtxml"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	"banlieue.io/banlieue/pkg/libvirt"
+	"banlieue.io/banlieue/pkg/nocloud"
+)
+
+// agentTimeout is how long libvirt waits for qemu-guest-agent per command, in seconds.
+const agentTimeout = 5
+
+// observation is what one converge pass found on the host.
+type observation struct {
+	domain        libvirt.Domain
+	state         libvirt.DomainState
+	domainType    string
+	addresses     []libvirt.IPAddress
+	addressSource infrav1.AddressSource
+	phase         guestPhase
+	// mediaDetached is true once the installer is ejected (installMedia machines only).
+	mediaDetached bool
+}
+
+// converge makes the host match the machine (SPEC §3.5 step 4). It is idempotent: every step
+// looks before it creates, and existing volumes are reused as they are.
+func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (observation, error) {
+	s := &m.Spec
+	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
+	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
+
+	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
+	if libvirt.IsNotFound(err) {
+		return obs, fmt.Errorf("invalid spec.pool: storage pool %q does not exist on this host", s.Pool)
+	} else if err != nil {
+		return obs, err
+	}
+	boot, err := c.StorageVolLookupByName(ctx, pool, s.BootSource.Volume)
+	if libvirt.IsNotFound(err) {
+		return obs, fmt.Errorf("invalid spec.bootSource.volume: volume %q is not in pool %q; the VMImage for this machine has not finished importing",
+			s.BootSource.Volume, s.Pool)
+	} else if err != nil {
+		return obs, err
+	}
+	diskPaths, err := ensureDisks(ctx, c, pool, m, boot)
+	if err != nil {
+		return obs, err
+	}
+	var vendor string
+	if obs.domainType, vendor, err = hostVirtualisation(ctx, c); err != nil {
+		return obs, err
+	}
+
+	in := domainInputs{spec: s, domainType: obs.domainType, cpuVendor: vendor, diskPaths: diskPaths,
+		installDetached: obs.mediaDetached}
+	if installMedia && !obs.mediaDetached {
+		in.installMedia = boot.Key
+	}
+	existing, err := c.DomainLookupByName(ctx, s.DomainName)
+	switch {
+	case err == nil:
+		in.uuid = existing.UUID.String()
+	case !libvirt.IsNotFound(err):
+		return obs, err
+	}
+	seed, err := c.StorageVolLookupByName(ctx, pool, seedVolume(s.DomainName))
+	switch {
+	case err == nil:
+		// A seed is never rewritten: cloud-init has consumed it, and editing userData later
+		// must not change what a running guest sees on its next boot.
+		in.seed = seed.Key
+	case !libvirt.IsNotFound(err):
+		return obs, err
+	}
+	if obs.domain, err = define(ctx, c, in); err != nil {
+		return obs, err
+	}
+	if in.seed == "" {
+		// The seed's instance-id is the domain's UUID, which exists only once defined.
+		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain); err != nil {
+			return obs, err
+		}
+		in.uuid = obs.domain.UUID.String()
+		if obs.domain, err = define(ctx, c, in); err != nil {
+			return obs, err
+		}
+	}
+
+	if obs.state, err = applyPower(ctx, c, m, obs.domain); err != nil {
+		return obs, err
+	}
+	if obs.addresses, obs.addressSource, err = guestAddresses(ctx, c, obs.domain); err != nil {
+		return obs, err
+	}
+	obs.phase = agentUnreachable
+	if isRunning(obs.state) {
+		obs.phase = probeGuest(ctx, func(ctx context.Context, cmd string) (string, error) {
+			return c.DomainAgentCommand(ctx, obs.domain, cmd, agentTimeout)
+		})
+	}
+	if installMedia && !obs.mediaDetached && obs.phase == installed {
+		eject, err := ejectedInstallerXML(s)
+		if err != nil {
+			return obs, err
+		}
+		// Never FORCE: a guest that locked its tray has a reason, and the error says so.
+		if err := c.DomainUpdateDevice(ctx, obs.domain, eject, libvirt.DeviceModifyLive|libvirt.DeviceModifyConfig); err != nil {
+			return obs, fmt.Errorf("ejecting the install media: %w", err)
+		}
+		obs.mediaDetached = true
+	}
+	return obs, nil
+}
+
+// ensureDisks creates the OS disk and data disks that do not exist yet and returns every disk's
+// host path. Existing volumes are never resized or recreated.
+func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+	boot libvirt.StorageVol) ([]string, error) {
+	s := &m.Spec
+	paths := make([]string, len(s.Disks))
+	for i, d := range s.Disks {
+		name := diskVolume(s.DomainName, d.Name)
+		vol, err := c.StorageVolLookupByName(ctx, pool, name)
+		if err == nil {
+			paths[i] = vol.Key
+			continue
+		}
+		if !libvirt.IsNotFound(err) {
+			return nil, err
+		}
+		spec := volumeSpec{name: name, capacity: uint64(d.SizeGiB) << 30, format: formatQCOW2}
+		if i == 0 && s.BootSource.Kind == infrav1.BootBackingVolume {
+			spec.backingPath, spec.backingFormat = boot.Key, backingFormat(boot.Name)
+		}
+		xml, err := renderVolume(spec)
+		if err != nil {
+			return nil, err
+		}
+		if vol, err = c.StorageVolCreateXML(ctx, pool, xml, 0); err != nil {
+			return nil, fmt.Errorf("creating volume %s: %w", name, err)
+		}
+		if err := c.StoragePoolRefresh(ctx, pool); err != nil {
+			return nil, err
+		}
+		paths[i] = vol.Key
+	}
+	return paths, nil
+}
+
+func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Domain, error) {
+	xml, err := renderDomain(in)
+	if err != nil {
+		return libvirt.Domain{}, err
+	}
+	dom, err := c.DomainDefineXML(ctx, xml, 0)
+	if err != nil {
+		return libvirt.Domain{}, fmt.Errorf("defining domain %s: %w", in.spec.DomainName, err)
+	}
+	return dom, nil
+}
+
+// createSeed uploads the machine's NoCloud seed, built in memory: the guest's bootstrap
+// credentials never touch this process's filesystem.
+func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+	dom libvirt.Domain) (string, error) {
+	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName}
+	if m.Spec.UserData != "" {
+		seed.UserData = []byte(m.Spec.UserData)
+	}
+	network, err := seedNetworkConfig(ctx, c, m, dom)
+	if err != nil {
+		return "", err
+	}
+	seed.NetworkConfig = network
+	image, err := seed.Build()
+	if err != nil {
+		return "", fmt.Errorf("building the cloud-init seed: %w", err)
+	}
+	var buf bytes.Buffer
+	if _, err := image.WriteTo(&buf); err != nil {
+		return "", err
+	}
+	xml, err := renderVolume(volumeSpec{name: seedVolume(m.Spec.DomainName), capacity: uint64(buf.Len()), format: formatRaw})
+	if err != nil {
+		return "", err
+	}
+	vol, err := c.StorageVolCreateXML(ctx, pool, xml, 0)
+	if err != nil {
+		return "", fmt.Errorf("creating the seed volume: %w", err)
+	}
+	if err := c.StorageVolUpload(ctx, vol, &buf, int64(buf.Len()), nil); err != nil {
+		// A seed that is not whole must not be mistaken for one on the next pass.
+		_ = c.StorageVolDelete(ctx, vol)
+		return "", fmt.Errorf("uploading the seed: %w", err)
+	}
+	if err := c.StoragePoolRefresh(ctx, pool); err != nil {
+		return "", err
+	}
+	return vol.Key, nil
+}
+
+// seedNetworkConfig renders network-config v2 for the NICs with static addresses, matched by
+// the MAC libvirt assigned when the spec leaves it unset.
+func seedNetworkConfig(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain) ([]byte, error) {
+	static := false
+	for _, n := range m.Spec.Network {
+		static = static || n.IPAM.Static != nil
+	}
+	if !static {
+		return nil, nil
+	}
+	xml, err := c.DomainXMLDesc(ctx, dom, 0)
+	if err != nil {
+		return nil, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(xml); err != nil {
+		return nil, fmt.Errorf("reading back the domain definition: %w", err)
+	}
+	nics := make([]nocloud.NIC, len(m.Spec.Network))
+	for i, n := range m.Spec.Network {
+		nics[i] = nocloud.NIC{Name: n.Name, MAC: n.MACAddress}
+		if nics[i].MAC == "" && def.Devices != nil && i < len(def.Devices.Interfaces) && def.Devices.Interfaces[i].MAC != nil {
+			nics[i].MAC = def.Devices.Interfaces[i].MAC.Address
+		}
+		if st := n.IPAM.Static; st != nil {
+			nics[i].Static = &nocloud.StaticIP{Address: st.Address, Prefix: uint8(st.Prefix), Gateway: st.Gateway,
+				Nameservers: st.Nameservers, Domain: st.Domain}
+		}
+	}
+	return nocloud.NetworkConfigV2(nics)
+}
+
+// applyPower starts or hard-stops the domain to match the desired power state.
+func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain) (libvirt.DomainState, error) {
+	state, _, err := c.DomainState(ctx, dom)
+	if err != nil {
+		return state, err
+	}
+	desired := m.Spec.DesiredPowerState
+	switch {
+	case (desired == "" || desired == "PoweredOn") && !isRunning(state):
+		if _, err := c.DomainCreate(ctx, dom, 0); err != nil {
+			return state, fmt.Errorf("starting domain %s: %w", dom.Name, err)
+		}
+	case desired == "PoweredOff" && isRunning(state):
+		if err := c.DomainDestroy(ctx, dom); err != nil {
+			return state, fmt.Errorf("stopping domain %s: %w", dom.Name, err)
+		}
+	default:
+		return state, nil
+	}
+	state, _, err = c.DomainState(ctx, dom)
+	return state, err
+}
+
+// guestAddresses asks the agent, then DHCP leases, then the ARP table; the first source with an
+// address wins. A source libvirt cannot serve for this domain is skipped; a broken connection
+// is an error.
+func guestAddresses(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) ([]libvirt.IPAddress, infrav1.AddressSource, error) {
+	sources := []struct {
+		src  libvirt.AddressSource
+		name infrav1.AddressSource
+	}{
+		{libvirt.AddressSourceAgent, infrav1.AddressFromGuestAgent},
+		{libvirt.AddressSourceLease, infrav1.AddressFromDHCPLease},
+		{libvirt.AddressSourceARP, infrav1.AddressFromARPTable},
+	}
+	for _, s := range sources {
+		ifaces, err := c.DomainInterfaceAddresses(ctx, dom, s.src)
+		var remote *libvirt.Error
+		if errors.As(err, &remote) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		var addrs []libvirt.IPAddress
+		for _, i := range ifaces {
+			addrs = append(addrs, i.Addrs...)
+		}
+		if len(addrs) > 0 {
+			return addrs, s.name, nil
+		}
+	}
+	return nil, "", nil
+}
+
+// hostVirtualisation reads the domain type (kvm when the host offers hardware virtualisation for
+// x86_64 guests, else qemu) and the host CPU's vendor from the host's capabilities.
+func hostVirtualisation(ctx context.Context, c *libvirt.Client) (domainType, vendor string, err error) {
+	capsXML, err := c.Capabilities(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("reading host capabilities: %w", err)
+	}
+	if domainType, err = libvirt.DomainType(capsXML, hostArch); err != nil {
+		return "", "", err
+	}
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(capsXML); err != nil {
+		return "", "", fmt.Errorf("reading host capabilities: %w", err)
+	}
+	if caps.Host.CPU != nil {
+		vendor = caps.Host.CPU.Vendor
+	}
+	return domainType, vendor, nil
+}
+
+// isRunning counts every state in which the domain holds its resources.
+func isRunning(s libvirt.DomainState) bool {
+	switch s {
+	case libvirt.DomainRunning, libvirt.DomainBlocked, libvirt.DomainPaused, libvirt.DomainShuttingDown, libvirt.DomainPMSuspended:
+		return true
+	}
+	return false
+}
+
+// usableAddress drops loopback and link-local addresses, which say nothing about how to reach
+// the guest.
+func usableAddress(a string) bool {
+	l := strings.ToLower(a)
+	for _, p := range []string{"127.", "169.254.", "fe8", "fe9", "fea", "feb"} {
+		if strings.HasPrefix(l, p) {
+			return false
+		}
+	}
+	return l != "::1"
+}
+
+func ptrTrue(b *bool) bool { return b != nil && *b }

@@ -1,0 +1,338 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"libvirt.org/go/libvirtxml"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// machineSuite adds a storage pool of its own with a tiny boot volume to the lab suite.
+type machineSuite struct {
+	*providerSuite
+	pool     string
+	bootName string
+}
+
+func TestMachineAgainstLabHost(t *testing.T) {
+	ctx, ps := startLabSuite(t, func(mgr ctrl.Manager, conns *hostconn.Pool) error {
+		r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second}
+		return r.SetupWithManager(mgr)
+	})
+	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("machines-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
+	s.createPool(ctx, t)
+	p := s.guideProvider("lab")
+	p.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
+	if err := s.env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
+	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
+	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
+		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
+			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)
+	})
+	t.Run("a missing boot volume is reported on Ready", func(t *testing.T) {
+		s.testReportedError(ctx, t, "noimage", func(m *infrav1.LibvirtMachine) { m.Spec.BootSource.Volume = "missing.raw" },
+			fmt.Sprintf(`invalid spec.bootSource.volume: volume "missing.raw" is not in pool %q; the VMImage for this machine has not finished importing`, s.pool))
+	})
+}
+
+func (s *machineSuite) createPool(ctx context.Context, t *testing.T) {
+	t.Helper()
+	dir := filepath.Join(s.lab.Dir, "pools", s.pool)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := s.host.StoragePoolCreateXML(ctx, dirPoolXML(s.pool, dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.host.StoragePoolDestroy(context.Background(), pool)
+		_ = os.RemoveAll(dir)
+	})
+	xml, err := renderVolume(volumeSpec{name: s.bootName, capacity: 1 << 20, format: formatRaw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.host.StorageVolCreateXML(ctx, pool, xml, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *machineSuite) machine(namespace, name string) *infrav1.LibvirtMachine {
+	return &infrav1.LibvirtMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: infrav1.LibvirtMachineSpec{
+			ProviderRef: banlieuev1.LocalObjectReference{Name: "lab"},
+			Pool:        s.pool,
+			DomainName:  namespace + "-" + name,
+			BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: s.bootName},
+			VCPUs:       1,
+			MemoryMiB:   128,
+			Firmware:    banlieuev1.FirmwareBIOS,
+			Disks:       []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},
+			UserData:    "#cloud-config\nhostname: " + name + "\n",
+		},
+	}
+}
+
+func (s *machineSuite) waitMachine(ctx context.Context, t *testing.T, key client.ObjectKey, timeout time.Duration,
+	ok func(*infrav1.LibvirtMachine) bool) *infrav1.LibvirtMachine {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var m infrav1.LibvirtMachine
+	for {
+		err := s.env.Client.Get(ctx, key, &m)
+		if err == nil && ok(&m) {
+			return &m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LibvirtMachine %s did not reach the expected status in %s; last: %+v (%v)", key, timeout, m.Status, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func machineReady(m *infrav1.LibvirtMachine) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonDomainRunning
+}
+
+func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
+	m := s.machine(testNamespace, "web-01")
+	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, machineReady)
+	if got.Status.ObservedPowerState != banlieuev1.PoweredOn || !ptrTrue(got.Status.Initialization.Provisioned) {
+		t.Errorf("power/provisioned: %+v", got.Status)
+	}
+	if got.Status.InstallMediaDetached != nil || meta.FindStatusCondition(got.Status.Conditions, ConditionGuestReady) != nil {
+		t.Errorf("backingVolume machine without agent: no installMediaDetached, no GuestReady: %+v", got.Status)
+	}
+	dom, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01")
+	if err != nil {
+		t.Fatalf("the guide's domain name: %v", err)
+	}
+	if got.Status.DomainUUID != dom.UUID.String() || got.Spec.ProviderID != "libvirt://lab/"+dom.UUID.String() {
+		t.Errorf("uuid %q providerID %q, domain %s", got.Status.DomainUUID, got.Spec.ProviderID, dom.UUID)
+	}
+	if !controllerHasFinalizer(got) {
+		t.Errorf("finalizer %s missing", MachineFinalizer)
+	}
+
+	// The definition: an overlay OS disk and the seed as a CD-ROM.
+	xml, err := s.host.DomainXMLDesc(ctx, dom, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(xml); err != nil {
+		t.Fatal(err)
+	}
+	disks := disksOf(&def)
+	if len(disks) != 2 || disks[0].target != "vda" || !strings.HasSuffix(disks[0].file, "/banlieue-system-web-01-os.qcow2") ||
+		disks[1].device != "cdrom" || !strings.HasSuffix(disks[1].file, "/banlieue-system-web-01-cidata.iso") {
+		t.Errorf("domain disks: %+v", disks)
+	}
+
+	// The volumes the guide names, and the overlay's backing store read from the name.
+	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := volumeNames(vols); names != "banlieue-system-web-01-cidata.iso,banlieue-system-web-01-os.qcow2,tiny.raw" {
+		t.Errorf("volumes: %s", names)
+	}
+	if out, err := exec.Command("qemu-img", "info", "--output=json", filepath.Join(s.lab.Dir, "pools", s.pool, "banlieue-system-web-01-os.qcow2")).CombinedOutput(); err == nil {
+		if !strings.Contains(string(out), `"backing-filename-format": "raw"`) || !strings.Contains(string(out), `"virtual-size": 1073741824`) {
+			t.Errorf("overlay: %s", out)
+		}
+	}
+
+	// The seed carries the domain's UUID as instance-id and the user-data byte for byte.
+	seed, err := s.host.StorageVolLookupByName(ctx, pool, "banlieue-system-web-01-cidata.iso")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, user := s.readSeed(ctx, t, seed)
+	if want := "instance-id: " + dom.UUID.String() + "\nlocal-hostname: banlieue-system-web-01\n"; meta != want {
+		t.Errorf("meta-data = %q, want %q", meta, want)
+	}
+	if user != m.Spec.UserData {
+		t.Errorf("user-data = %q, want %q", user, m.Spec.UserData)
+	}
+
+	// Deletion: domain and the machine's volumes go, the shared boot image stays.
+	if err := s.env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+	if _, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01"); !libvirt.IsNotFound(err) {
+		t.Errorf("domain still defined after deletion: %v", err)
+	}
+	vols, _ = s.host.StoragePoolListAllVolumes(ctx, pool)
+	if names := volumeNames(vols); names != "tiny.raw" {
+		t.Errorf("after deletion the pool must hold only the boot image, got %s", names)
+	}
+}
+
+func controllerHasFinalizer(m *infrav1.LibvirtMachine) bool {
+	for _, f := range m.Finalizers {
+		if f == MachineFinalizer {
+			return true
+		}
+	}
+	return false
+}
+
+func volumeNames(vols []libvirt.StorageVol) string {
+	var names []string
+	for _, v := range vols {
+		names = append(names, v.Name)
+	}
+	return strings.Join(sortedCopy(names), ",")
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// readSeed downloads the seed volume and reads it back with isoinfo, an independent reader.
+func (s *machineSuite) readSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) (metaData, userData string) {
+	t.Helper()
+	if _, err := exec.LookPath("isoinfo"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("isoinfo missing (genisoimage)")
+		}
+		t.Skip("isoinfo missing (genisoimage)")
+	}
+	var buf bytes.Buffer
+	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "seed.iso")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		out, err := exec.Command("isoinfo", "-J", "-i", path, "-x", name).Output()
+		if err != nil {
+			t.Fatalf("isoinfo -x %s: %v", name, err)
+		}
+		return string(out)
+	}
+	return read("/meta-data"), read("/user-data")
+}
+
+func (s *machineSuite) waitGone(ctx context.Context, t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var m infrav1.LibvirtMachine
+		err := s.env.Client.Get(ctx, key, &m)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LibvirtMachine %s still exists: %+v", key, m.Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (s *machineSuite) testTwoNamespaces(ctx context.Context, t *testing.T) {
+	if err := s.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	other := s.guideProvider("lab")
+	other.Namespace = "team-b"
+	other.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
+	for _, obj := range []client.Object{other,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: "team-b"},
+			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: "team-b"},
+			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
+	} {
+		if err := s.env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := s.machine(testNamespace, "web-02"), s.machine("team-b", "web-02")
+	for _, m := range []*infrav1.LibvirtMachine{a, b} {
+		if err := s.env.Client.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ga := s.waitMachine(ctx, t, client.ObjectKeyFromObject(a), 60*time.Second, machineReady)
+	gb := s.waitMachine(ctx, t, client.ObjectKeyFromObject(b), 60*time.Second, machineReady)
+	if ga.Status.DomainUUID == gb.Status.DomainUUID {
+		t.Errorf("two namespaces share one domain %s", ga.Status.DomainUUID)
+	}
+	for _, name := range []string{"banlieue-system-web-02", "team-b-web-02"} {
+		if _, err := s.host.DomainLookupByName(ctx, name); err != nil {
+			t.Errorf("domain %s: %v", name, err)
+		}
+	}
+	for _, m := range []*infrav1.LibvirtMachine{ga, gb} {
+		if err := s.env.Client.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+	}
+}
+
+func (s *machineSuite) testReportedError(ctx context.Context, t *testing.T, name string, mutate func(*infrav1.LibvirtMachine), want string) {
+	m := s.machine(testNamespace, name)
+	mutate(m)
+	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 30*time.Second, func(m *infrav1.LibvirtMachine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		return c != nil && c.Reason == ReasonReconcileFailed
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || c.Message != want {
+		t.Errorf("Ready = %s %q, want False %q", c.Status, c.Message, want)
+	}
+	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
+		t.Errorf("nothing may be defined for a machine that cannot converge: %v", err)
+	}
+	if err := s.env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+}

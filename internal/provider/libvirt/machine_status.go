@@ -1,0 +1,101 @@
+package libvirt
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// Condition types and reasons of a LibvirtMachine.
+const (
+	ConditionGuestReady = "GuestReady"
+
+	ReasonDomainRunning        = "DomainRunning"
+	ReasonDomainNotRunning     = "DomainNotRunning"
+	ReasonReconcileFailed      = "ReconcileFailed"
+	ReasonGuestAnnounced       = "GuestAnnounced"
+	ReasonGuestNotAnnounced    = "GuestNotAnnounced"
+	ReasonInstallMediaAttached = "InstallMediaAttached"
+)
+
+// succeededStatus is the machine's status after a converge pass (SPEC §3.5 step 5a). It starts
+// from the existing status so sticky fields and other conditions survive.
+func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.LibvirtMachineStatus {
+	st := *m.Status.DeepCopy()
+	running := isRunning(obs.state)
+	st.Initialization = &banlieuev1.InitializationStatus{Provisioned: ptr.To(running)}
+	st.DomainUUID = obs.domain.UUID.String()
+	st.ObservedPowerState = powerState(obs.state)
+	st.Addresses = nil
+	for _, a := range obs.addresses {
+		if usableAddress(a.Addr) {
+			st.Addresses = append(st.Addresses, banlieuev1.MachineAddress{Type: banlieuev1.MachineInternalIP, Address: a.Addr})
+		}
+	}
+	st.AddressSource = obs.addressSource
+	st.FailureDomain = m.Spec.FailureDomain
+	st.TPMAttached = nil
+	if m.Spec.TPMEnabled {
+		st.TPMAttached = ptr.To(true)
+	}
+	installed := ptrTrue(st.GuestInstalled) || obs.phase == installed
+	st.GuestInstalled = ptr.To(installed)
+	st.InstallMediaDetached = nil
+	if m.Spec.BootSource.Kind == infrav1.BootInstallMedia {
+		st.InstallMediaDetached = ptr.To(ptrTrue(m.Status.InstallMediaDetached) || obs.mediaDetached)
+	}
+	st.ObservedGeneration = m.Generation
+
+	if running {
+		msg := "domain is defined and running"
+		if obs.domainType == "qemu" {
+			msg += " (emulated: the host offers no KVM, so the guest runs under software emulation)"
+		}
+		setMachineCondition(&st, m, ConditionReady, metav1.ConditionTrue, ReasonDomainRunning, msg)
+	} else {
+		setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, ReasonDomainNotRunning,
+			"domain is defined but "+obs.state.String())
+	}
+	// GuestReady is absent while no agent answers: the provider cannot tell, and pools wait for
+	// a signal rather than reading silence as failure.
+	switch {
+	case installed && m.Spec.BootSource.Kind == infrav1.BootInstallMedia && !ptrTrue(st.InstallMediaDetached):
+		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionFalse, ReasonInstallMediaAttached,
+			"the installed guest announced itself; ejecting the install media")
+	case installed:
+		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionTrue, ReasonGuestAnnounced,
+			"the installed guest announced itself through the guest agent")
+	case obs.phase == notAnnounced:
+		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionFalse, ReasonGuestNotAnnounced,
+			"the guest agent answers but "+phaseFile+" does not say installed")
+	}
+	return st
+}
+
+// failedStatus keeps every observed field and reports the error on Ready.
+func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
+	st := *m.Status.DeepCopy()
+	setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, ReasonReconcileFailed, err.Error())
+	return st
+}
+
+func setMachineCondition(st *infrav1.LibvirtMachineStatus, m *infrav1.LibvirtMachine, typ string,
+	status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
+	})
+}
+
+func powerState(s libvirt.DomainState) banlieuev1.PowerState {
+	switch s {
+	case libvirt.DomainRunning, libvirt.DomainBlocked, libvirt.DomainShuttingDown:
+		return banlieuev1.PoweredOn
+	case libvirt.DomainPaused, libvirt.DomainPMSuspended:
+		return banlieuev1.Suspended
+	}
+	return banlieuev1.PoweredOff
+}

@@ -1,0 +1,203 @@
+package libvirt
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// FieldManager is the SSA field manager of everything the libvirt provider writes.
+const FieldManager = "banlieue.io/provider-libvirt"
+
+// ClassName is the ProviderClass this backend serves.
+const ClassName = "libvirt"
+
+// Requeue intervals (SPEC: default, error, long).
+const (
+	requeueDefault = 30 * time.Second
+	requeueError   = 5 * time.Second
+	requeueLong    = 300 * time.Second
+)
+
+// Condition types and reasons of a Provider.
+const (
+	ConditionReady             = "Ready"
+	ConditionProviderReachable = "ProviderReachable"
+
+	ReasonReconciled             = "Reconciled"
+	ReasonCapabilitiesIncomplete = "CapabilitiesIncomplete"
+	ReasonConnectFailed          = "ConnectFailed"
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+)
+
+// hostArch is the guest architecture whose virtualisation type decides kvm or qemu.
+const hostArch = "x86_64"
+
+// probeTimeout bounds one probe of the host, connect included.
+const probeTimeout = 60 * time.Second
+
+// ProviderReconciler verifies a libvirt host and publishes its single failure domain.
+type ProviderReconciler struct {
+	Client client.Client
+	// APIReader reads Secrets and ConfigMaps uncached: the provider may only get them by name.
+	APIReader   client.Reader
+	Connections *hostconn.Pool
+	// Resync is how often a healthy Provider is probed again; zero means every 30 s. Tests
+	// shorten it to watch a host change without touching the object.
+	Resync time.Duration
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
+		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	return b.Complete(r)
+}
+
+// ProviderFieldSelector narrows the manager's cache of Providers to one name, server-side.
+func ProviderFieldSelector(name string) fields.Selector {
+	return fields.OneTermEqualSelector("metadata.name", name)
+}
+
+// Reconcile probes the host and writes the Provider's status.
+func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var p banlieuev1.Provider
+	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.Connections.Forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.Spec.ProviderClassRef.Name != ClassName || !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if p.Spec.Paused {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	host, err := r.probe(ctx, &p)
+	if err != nil {
+		reason, requeue := ReasonConnectFailed, min(requeueError, cmp.Or(r.Resync, requeueError))
+		var credErr *hostconn.CredentialsError
+		var specErr *hostconn.SpecError
+		switch {
+		case errors.As(err, &credErr):
+			reason = ReasonCredentialsUnavailable
+		case errors.As(err, &specErr):
+			// A wrong scheme or a refused option will not fix itself; an edit of the Provider
+			// triggers the next reconcile, so retrying on a timer would only repeat the error.
+			requeue = requeueLong
+		}
+		log.FromContext(ctx).Info("provider host unavailable", "reason", reason, "error", err.Error())
+		return ctrl.Result{RequeueAfter: requeue}, r.writeFailed(ctx, &p, reason, err.Error())
+	}
+
+	n := narrowCapabilities(p.Spec.Capabilities, host)
+	status := p.Status.DeepCopy()
+	status.FailureDomains = []banlieuev1.FailureDomain{failureDomain(&p, host, n)}
+	status.ObservedGeneration = p.Generation
+	status.Workload = nil
+	setCondition(status, &p, ConditionProviderReachable, metav1.ConditionTrue, ReasonReconciled,
+		fmt.Sprintf("connected; %d pool(s), %d network(s)", len(host.pools), len(host.networks)))
+	if len(n.missing) == 0 {
+		msg := "all declared capabilities are present on the host"
+		if host.domainType == "qemu" {
+			msg += "; the host has no KVM, so its domains run emulated (domain type qemu)"
+		}
+		setCondition(status, &p, ConditionReady, metav1.ConditionTrue, ReasonReconciled, msg)
+	} else {
+		setCondition(status, &p, ConditionReady, metav1.ConditionFalse, ReasonCapabilitiesIncomplete,
+			"declared capabilities missing on the host: "+strings.Join(n.missing, ", "))
+	}
+	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, FieldManager); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeueDefault)}, nil
+}
+
+// probe lists the host's pools, networks and interfaces and decides the domain type.
+func (r *ProviderReconciler) probe(ctx context.Context, p *banlieuev1.Provider) (hostInventory, error) {
+	key := client.ObjectKeyFromObject(p)
+	c, err := r.Connections.Connect(ctx, r.APIReader, p)
+	if err != nil {
+		return hostInventory{}, err
+	}
+	host, err := inventory(ctx, c)
+	if err != nil {
+		// The connection may be the problem; the next attempt dials afresh.
+		r.Connections.Forget(key)
+		return hostInventory{}, err
+	}
+	return host, nil
+}
+
+func inventory(ctx context.Context, c *libvirt.Client) (hostInventory, error) {
+	var host hostInventory
+	pools, err := c.ListAllStoragePools(ctx)
+	if err != nil {
+		return host, fmt.Errorf("listing storage pools: %w", err)
+	}
+	for _, pool := range pools {
+		host.pools = append(host.pools, pool.Name)
+	}
+	networks, err := c.ListAllNetworks(ctx)
+	if err != nil {
+		return host, fmt.Errorf("listing networks: %w", err)
+	}
+	for _, n := range networks {
+		host.networks = append(host.networks, n.Name)
+	}
+	ifaces, err := c.ListAllInterfaces(ctx)
+	if err != nil {
+		return host, fmt.Errorf("listing host interfaces: %w", err)
+	}
+	for _, i := range ifaces {
+		host.interfaces = append(host.interfaces, i.Name)
+	}
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		return host, fmt.Errorf("reading host capabilities: %w", err)
+	}
+	if host.domainType, err = libvirt.DomainType(caps, hostArch); err != nil {
+		return host, err
+	}
+	return host, nil
+}
+
+// writeFailed publishes an unreachable host: both conditions False and no failure domains, so
+// nothing is ever scheduled onto capabilities that were not verified.
+func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Provider, reason, msg string) error {
+	status := p.Status.DeepCopy()
+	status.FailureDomains = nil
+	status.ObservedGeneration = p.Generation
+	status.Workload = nil
+	setCondition(status, p, ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
+	setCondition(status, p, ConditionReady, metav1.ConditionFalse, reason, msg)
+	return ssa.ApplyStatus(ctx, r.Client, p, status, FieldManager)
+}
+
+func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
+	st metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: p.Generation,
+	})
+}

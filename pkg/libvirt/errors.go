@@ -1,0 +1,84 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrConnectionClosed is wrapped by every error a call returns once its connection has ended,
+// whether through Close, a transport failure or a silent peer. The caller redials.
+var ErrConnectionClosed = errors.New("libvirt: connection closed")
+
+// Error is an error reported by libvirtd (virNetMessageError / remote_error).
+type Error struct {
+	Code    int32 // virErrorNumber
+	Domain  int32 // virErrorDomain
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("libvirt error (code %d): %s", e.Code, e.Message) }
+
+// libvirt's virErrorNumber values for objects that do not exist (virerror.h).
+const (
+	ErrNoDomain      = 42
+	ErrNoNetwork     = 43
+	ErrNoStoragePool = 49
+	ErrNoStorageVol  = 50
+	ErrNoInterface   = 57
+)
+
+// IsNotFound reports whether err is libvirtd saying the domain, network, pool, volume or
+// interface does not exist. Everything else, including permission errors, is a failure.
+func IsNotFound(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case ErrNoDomain, ErrNoNetwork, ErrNoStoragePool, ErrNoStorageVol, ErrNoInterface:
+		return true
+	}
+	return false
+}
+
+// ConnError is a transport failure: dialling, TLS, the confirmation byte, reading, writing,
+// or a peer that stopped answering keepalives. A connection that produced one is unusable.
+type ConnError struct {
+	Op   string // "dial", "tls", "confirm", "read", "write", "keepalive", "session"
+	Addr string // host:port as dialled
+	Err  error
+}
+
+func (e *ConnError) Error() string {
+	return fmt.Sprintf("libvirt %s %s: %v", e.Op, e.Addr, e.Err)
+}
+
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// ProtocolError is a message that breaks libvirt's RPC rules: a reply of the wrong type or
+// program, undecodable XDR, a stream out of order. The connection is closed after one,
+// because later frames can no longer be trusted.
+type ProtocolError struct {
+	Msg string
+}
+
+func (e *ProtocolError) Error() string { return "protocol violation: " + e.Msg }
+
+// TimeoutError is returned when a call exceeds the client's default timeout (the caller's
+// context carried no earlier deadline). It matches context.DeadlineExceeded with errors.Is.
+type TimeoutError struct {
+	Op    string
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("%s timed out after %s", e.Op, e.After) }
+
+func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// Timeout lets net.Error-style checks treat it as a timeout.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// Is makes every ConnError match ErrConnectionClosed: the connection it describes is gone.
+func (e *ConnError) Is(target error) bool { return target == ErrConnectionClosed }

@@ -1,0 +1,117 @@
+package libvirt
+
+import "strconv"
+
+// procedure is a procedure number of the REMOTE program (remote_protocol.x), or of the QEMU
+// program for qemuProcAgentCommand.
+type procedure int32
+
+const (
+	procConnectOpen                procedure = 1
+	procConnectClose               procedure = 2
+	procConnectGetCapabilities     procedure = 7
+	procDomainDestroy              procedure = 12
+	procDomainGetXMLDesc           procedure = 14
+	procDomainLookupByName         procedure = 23
+	procDomainShutdown             procedure = 33
+	procNetworkCreate              procedure = 39
+	procNetworkDefineXML           procedure = 41
+	procNetworkDestroy             procedure = 42
+	procNetworkLookupByName        procedure = 46
+	procNetworkUndefine            procedure = 49
+	procAuthList                   procedure = 66
+	procStoragePoolCreateXML       procedure = 76
+	procStoragePoolDefineXML       procedure = 77
+	procStoragePoolCreate          procedure = 78
+	procStoragePoolDestroy         procedure = 80
+	procStoragePoolUndefine        procedure = 82
+	procStoragePoolRefresh         procedure = 83
+	procStoragePoolLookupByName    procedure = 84
+	procStoragePoolGetXMLDesc      procedure = 88
+	procStorageVolCreateXML        procedure = 93
+	procStorageVolDelete           procedure = 94
+	procStorageVolLookupByName     procedure = 95
+	procStorageVolGetInfo          procedure = 98
+	procConnectGetLibVersion       procedure = 157
+	procDomainUpdateDeviceFlags    procedure = 174
+	procDomainCreateWithFlags      procedure = 196
+	procStorageVolUpload           procedure = 208
+	procStorageVolDownload         procedure = 209
+	procDomainGetState             procedure = 212
+	procDomainUndefineFlags        procedure = 231
+	procConnectListAllDomains      procedure = 273
+	procConnectListAllStoragePools procedure = 281
+	procStoragePoolListAllVolumes  procedure = 282
+	procConnectListAllNetworks     procedure = 283
+	procConnectListAllInterfaces   procedure = 284
+	procNetworkGetDHCPLeases       procedure = 341
+	procDomainDefineXMLFlags       procedure = 350
+	procDomainInterfaceAddresses   procedure = 353
+	qemuProcAgentCommand           procedure = 3
+	keepAliveProcPing              procedure = 1
+	keepAliveProcPong              procedure = 2
+	keepAliveProtocolVersion       uint32    = 1
+	protocolVersion                uint32    = 1
+)
+
+var procedureNames = map[procedure]string{
+	procConnectOpen:                "CONNECT_OPEN",
+	procConnectClose:               "CONNECT_CLOSE",
+	procConnectGetCapabilities:     "CONNECT_GET_CAPABILITIES",
+	procDomainDestroy:              "DOMAIN_DESTROY",
+	procDomainGetXMLDesc:           "DOMAIN_GET_XML_DESC",
+	procDomainLookupByName:         "DOMAIN_LOOKUP_BY_NAME",
+	procDomainShutdown:             "DOMAIN_SHUTDOWN",
+	procNetworkCreate:              "NETWORK_CREATE",
+	procNetworkDefineXML:           "NETWORK_DEFINE_XML",
+	procNetworkDestroy:             "NETWORK_DESTROY",
+	procNetworkLookupByName:        "NETWORK_LOOKUP_BY_NAME",
+	procNetworkUndefine:            "NETWORK_UNDEFINE",
+	procAuthList:                   "AUTH_LIST",
+	procStoragePoolCreateXML:       "STORAGE_POOL_CREATE_XML",
+	procStoragePoolDefineXML:       "STORAGE_POOL_DEFINE_XML",
+	procStoragePoolCreate:          "STORAGE_POOL_CREATE",
+	procStoragePoolDestroy:         "STORAGE_POOL_DESTROY",
+	procStoragePoolUndefine:        "STORAGE_POOL_UNDEFINE",
+	procStoragePoolRefresh:         "STORAGE_POOL_REFRESH",
+	procStoragePoolLookupByName:    "STORAGE_POOL_LOOKUP_BY_NAME",
+	procStoragePoolGetXMLDesc:      "STORAGE_POOL_GET_XML_DESC",
+	procStorageVolCreateXML:        "STORAGE_VOL_CREATE_XML",
+	procStorageVolDelete:           "STORAGE_VOL_DELETE",
+	procStorageVolLookupByName:     "STORAGE_VOL_LOOKUP_BY_NAME",
+	procStorageVolGetInfo:          "STORAGE_VOL_GET_INFO",
+	procConnectGetLibVersion:       "CONNECT_GET_LIB_VERSION",
+	procDomainUpdateDeviceFlags:    "DOMAIN_UPDATE_DEVICE_FLAGS",
+	procDomainCreateWithFlags:      "DOMAIN_CREATE_WITH_FLAGS",
+	procStorageVolUpload:           "STORAGE_VOL_UPLOAD",
+	procStorageVolDownload:         "STORAGE_VOL_DOWNLOAD",
+	procDomainGetState:             "DOMAIN_GET_STATE",
+	procDomainUndefineFlags:        "DOMAIN_UNDEFINE_FLAGS",
+	procConnectListAllDomains:      "CONNECT_LIST_ALL_DOMAINS",
+	procConnectListAllStoragePools: "CONNECT_LIST_ALL_STORAGE_POOLS",
+	procStoragePoolListAllVolumes:  "STORAGE_POOL_LIST_ALL_VOLUMES",
+	procConnectListAllNetworks:     "CONNECT_LIST_ALL_NETWORKS",
+	procConnectListAllInterfaces:   "CONNECT_LIST_ALL_INTERFACES",
+	procNetworkGetDHCPLeases:       "NETWORK_GET_DHCP_LEASES",
+	procDomainDefineXMLFlags:       "DOMAIN_DEFINE_XML_FLAGS",
+	procDomainInterfaceAddresses:   "DOMAIN_INTERFACE_ADDRESSES",
+}
+
+func (p procedure) String() string {
+	if n, ok := procedureNames[p]; ok {
+		return n
+	}
+	return "procedure " + strconv.Itoa(int(p))
+}
+
+// Limits from remote_protocol.x that bound what a reply may make the client allocate. Object
+// lists all use 16384 (libvirt caps pools alone at 4096): one generous bound is simpler and
+// still rejects a corrupt count long before it costs memory.
+const (
+	maxString       = 4194304 // REMOTE_STRING_MAX
+	maxListObjects  = 16384   // pools, volumes, networks, interfaces, domains
+	maxDomainIfaces = 2048    // REMOTE_DOMAIN_INTERFACE_MAX
+	maxIfaceAddrs   = 2048    // REMOTE_DOMAIN_IP_ADDR_MAX
+	maxAuthTypes    = 20      // REMOTE_AUTH_TYPE_LIST_MAX
+	maxDHCPLeases   = 65536   // REMOTE_NETWORK_DHCP_LEASES_MAX
+)

@@ -1,0 +1,52 @@
+package libvirt
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"banlieue.io/banlieue/pkg/libvirt/internal/wire"
+)
+
+// libvirtd failing a stream mid-upload (disk full, say) stops the upload at once with its
+// error, and the session stays usable.
+func TestUploadStopsAtServerStreamError(t *testing.T) {
+	packets := make(chan int, 100)
+	f := startFake(t, func(s *fakeSession) {
+		call, _, err := s.read()
+		if err != nil {
+			return
+		}
+		s.reply(call, wire.OK, nil)
+		failed := false
+		for {
+			h, p, err := s.read()
+			if err != nil {
+				return
+			}
+			switch {
+			case h.Type == wire.Stream && h.Status == wire.Continue && !failed:
+				packets <- len(p)
+				failed = true
+				e := call
+				e.Type, e.Status = wire.Stream, wire.Error
+				s.replyError(e, 38, "unable to write: No space left on device")
+			case h.Type == wire.Call:
+				s.reply(h, wire.OK, libVersionReply(1))
+			}
+		}
+	})
+	c := f.dial(t)
+	const size = 64 * wire.MaxStreamData
+	err := c.StorageVolUpload(testContext(t), StorageVol{Pool: "p", Name: "v", Key: "/v"}, bytes.NewReader(make([]byte, size)), size, nil)
+	var le *Error
+	if !errors.As(err, &le) || le.Code != 38 {
+		t.Fatalf("err = %v, want the server's error", err)
+	}
+	if v, err := c.LibVersion(testContext(t)); err != nil || v != 1 {
+		t.Fatalf("after a failed upload: %d, %v", v, err)
+	}
+	if got := <-packets; got != wire.MaxStreamData {
+		t.Fatalf("first data packet carried %d bytes, want %d", got, wire.MaxStreamData)
+	}
+}

@@ -1,0 +1,219 @@
+package libvirt
+
+import (
+	"fmt"
+
+	"banlieue.io/banlieue/pkg/libvirt/internal/xdr"
+)
+
+// UUID is libvirt's 16-byte object identifier.
+type UUID [16]byte
+
+// String formats u in the canonical 8-4-4-4-12 form libvirt's XML uses.
+func (u UUID) String() string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// Domain is a handle to a libvirt domain (remote_nonnull_domain).
+type Domain struct {
+	Name string
+	UUID UUID
+	ID   int32 // -1 while the domain is not running
+}
+
+// StoragePool is a handle to a storage pool.
+type StoragePool struct {
+	Name string
+	UUID UUID
+}
+
+// StorageVol is a handle to a storage volume. It has no UUID; Key is the host path for
+// file-backed pools.
+type StorageVol struct {
+	Pool string
+	Name string
+	Key  string
+}
+
+// Network is a handle to a libvirt virtual network.
+type Network struct {
+	Name string
+	UUID UUID
+}
+
+// Interface is a host network interface as libvirt's interface driver reports it.
+type Interface struct {
+	Name string
+	MAC  string
+}
+
+// DomainState is virDomainState.
+type DomainState int32
+
+const (
+	DomainNoState      DomainState = 0
+	DomainRunning      DomainState = 1
+	DomainBlocked      DomainState = 2
+	DomainPaused       DomainState = 3
+	DomainShuttingDown DomainState = 4
+	DomainShutOff      DomainState = 5
+	DomainCrashed      DomainState = 6
+	DomainPMSuspended  DomainState = 7
+)
+
+var domainStateNames = [...]string{"NoState", "Running", "Blocked", "Paused", "ShuttingDown", "ShutOff", "Crashed", "PmSuspended"}
+
+func (s DomainState) String() string {
+	if s >= 0 && int(s) < len(domainStateNames) {
+		return domainStateNames[s]
+	}
+	return "Unknown"
+}
+
+// DomainUndefineFlags is virDomainUndefineFlagsValues.
+type DomainUndefineFlags uint32
+
+const (
+	UndefineManagedSave DomainUndefineFlags = 1 << 0
+	UndefineNVRAM       DomainUndefineFlags = 1 << 2
+	UndefineTPM         DomainUndefineFlags = 1 << 5
+)
+
+// DomainDeviceModifyFlags is virDomainDeviceModifyFlags.
+type DomainDeviceModifyFlags uint32
+
+const (
+	DeviceModifyLive   DomainDeviceModifyFlags = 1
+	DeviceModifyConfig DomainDeviceModifyFlags = 2
+	DeviceModifyForce  DomainDeviceModifyFlags = 4
+)
+
+// AddressSource says where DomainInterfaceAddresses looks (virDomainInterfaceAddressesSource).
+type AddressSource uint32
+
+const (
+	AddressSourceLease AddressSource = 0
+	AddressSourceAgent AddressSource = 1
+	AddressSourceARP   AddressSource = 2
+)
+
+// IPAddrType is virIPAddrType.
+type IPAddrType int32
+
+const (
+	IPv4 IPAddrType = 0
+	IPv6 IPAddrType = 1
+)
+
+// DomainInterface is one guest interface and its addresses.
+type DomainInterface struct {
+	Name   string
+	HWAddr string // empty when libvirt does not know it
+	Addrs  []IPAddress
+}
+
+// IPAddress is an address with its prefix length.
+type IPAddress struct {
+	Type   IPAddrType
+	Addr   string
+	Prefix uint32
+}
+
+// DHCPLease is one lease from a libvirt network's dnsmasq.
+type DHCPLease struct {
+	Iface      string
+	ExpiryTime int64 // seconds since the epoch
+	Type       IPAddrType
+	MAC        string
+	IAID       string
+	IPAddr     string
+	Prefix     uint32
+	Hostname   string
+	ClientID   string
+}
+
+// StorageVolInfo is virStorageVolInfo.
+type StorageVolInfo struct {
+	Type       int32 // virStorageVolType: 0 file, 1 block, 2 dir, 3 network, 4 netdir, 5 ploop
+	Capacity   uint64
+	Allocation uint64
+}
+
+func encodeDomain(e *xdr.Encoder, d Domain) {
+	e.String(d.Name)
+	e.FixedOpaque(d.UUID[:])
+	e.Int32(d.ID)
+}
+
+func decodeDomain(d *xdr.Decoder) Domain {
+	var dom Domain
+	dom.Name = d.String(maxString)
+	d.FixedOpaque(dom.UUID[:])
+	dom.ID = d.Int32()
+	return dom
+}
+
+func encodePool(e *xdr.Encoder, p StoragePool) {
+	e.String(p.Name)
+	e.FixedOpaque(p.UUID[:])
+}
+
+func decodePool(d *xdr.Decoder) StoragePool {
+	var p StoragePool
+	p.Name = d.String(maxString)
+	d.FixedOpaque(p.UUID[:])
+	return p
+}
+
+func encodeVol(e *xdr.Encoder, v StorageVol) {
+	e.String(v.Pool)
+	e.String(v.Name)
+	e.String(v.Key)
+}
+
+func decodeVol(d *xdr.Decoder) StorageVol {
+	return StorageVol{Pool: d.String(maxString), Name: d.String(maxString), Key: d.String(maxString)}
+}
+
+func encodeNetwork(e *xdr.Encoder, n Network) {
+	e.String(n.Name)
+	e.FixedOpaque(n.UUID[:])
+}
+
+func decodeNetwork(d *xdr.Decoder) Network {
+	var n Network
+	n.Name = d.String(maxString)
+	d.FixedOpaque(n.UUID[:])
+	return n
+}
+
+func decodeInterface(d *xdr.Decoder) Interface {
+	return Interface{Name: d.String(maxString), MAC: d.String(maxString)}
+}
+
+// Smallest encodings of list elements, used to reject impossible array counts before
+// allocating: an empty string is 4 bytes, a UUID 16.
+const (
+	minDomainSize    = 4 + xdr.UUIDSize + 4
+	minPoolSize      = 4 + xdr.UUIDSize
+	minVolSize       = 3 * 4
+	minNetworkSize   = 4 + xdr.UUIDSize
+	minInterfaceSize = 2 * 4
+)
+
+// decodeList decodes a variable array of at most max elements.
+func decodeList[T any](d *xdr.Decoder, max, minSize int, elem func(*xdr.Decoder) T) []T {
+	n := d.ArrayLen(max, minSize)
+	out := make([]T, 0, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		out = append(out, elem(d))
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,128 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// timeout bounds every wait; the operator reacts to watches within milliseconds.
+const timeout = 15 * time.Second
+
+// eventually polls check until it returns nil or timeout passes.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// repoFile decodes a file of the repository (an example or a generated manifest) into obj.
+func repoFile(t *testing.T, rel string, obj any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("decoding %s: %v", rel, err)
+	}
+}
+
+// installClusterRole creates a generated ClusterRole as shipped.
+func installClusterRole(ctx context.Context, t *testing.T, admin client.Client, rel string) *rbacv1.ClusterRole {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	repoFile(t, rel, &role)
+	if err := admin.Create(ctx, &role); err != nil {
+		t.Fatalf("installing %s: %v", rel, err)
+	}
+	return &role
+}
+
+// impersonating is cfg acting as the ServiceAccount ns/name; the API server adds the
+// ServiceAccount groups, exactly as for a token of that account.
+func impersonating(cfg *rest.Config, ns, name string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
+	return cfg
+}
+
+// as returns a client acting as the ServiceAccount ns/name.
+func as(t *testing.T, cfg *rest.Config, ns, name string) client.Client {
+	t.Helper()
+	c, err := client.New(impersonating(cfg, ns, name), client.Options{Scheme: app.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// allowed fails the test unless err is nil; forbidden unless err is a 403.
+func allowed(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: want allowed, got %v", what, err)
+	}
+}
+
+func forbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: want 403 Forbidden, got %v", what, err)
+	}
+}
+
+// hasEvent finds an events.k8s.io Event about the object named regarding with reason, whose
+// note contains note.
+func hasEvent(ctx context.Context, c client.Client, ns, regarding, reason, note string) error {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == regarding && e.Reason == reason && strings.Contains(e.Note, note) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no event %s about %s with note %q among %d events", reason, regarding, note, len(list.Items))
+}
+
+func ignoreNotFound(err error) error {
+	return client.IgnoreNotFound(err)
+}
+
+// gone reports whether obj no longer exists.
+func gone(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return errors.New("still exists")
+}
