@@ -1,34 +1,46 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/operator"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/provider/libvirt/image"
 )
 
-// providerLibvirtOptions are the flags of `banlieue provider libvirt` beyond the common ones.
+// providerLibvirtOptions are the flags of `banlieue provider libvirt` beyond the common ones
+// (SPEC §1.3).
 type providerLibvirtOptions struct {
-	providerName string
+	providerName         string
+	buildNamespace       string
+	buildTolerations     []string
+	importImage          string
+	importServiceAccount string
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
 	var po providerLibvirtOptions
+	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
 	r.customize = func(o *manager.Options) {
-		if po.providerName == "" {
-			return
-		}
-		// One process per Provider: the watch is narrowed server-side to that Provider.
 		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			&banlieuev1.Provider{}: {Field: providerlibvirt.ProviderFieldSelector(po.providerName)},
+			// Import Jobs live only in the build namespace.
+			&batchv1.Job{}: {Namespaces: map[string]cache.Config{po.buildNamespace: {}}},
+		}
+		if po.providerName != "" {
+			// One process per Provider: the watch is narrowed server-side to that Provider.
+			o.Cache.ByObject[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(po.providerName)}
 		}
 	}
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
@@ -43,6 +55,18 @@ func newProviderLibvirtCommand() *cobra.Command {
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}
+		if err := (&image.Reconciler{
+			Client:               mgr.GetClient(),
+			APIReader:            mgr.GetAPIReader(),
+			Connections:          conns,
+			ProviderName:         po.providerName,
+			BuildNamespace:       po.buildNamespace,
+			ImportImage:          po.importImage,
+			ImportServiceAccount: po.importServiceAccount,
+			Tolerations:          tolerations,
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 		return (&providerlibvirt.MachineReconciler{
 			Client:       mgr.GetClient(),
 			APIReader:    mgr.GetAPIReader(),
@@ -51,8 +75,38 @@ func newProviderLibvirtCommand() *cobra.Command {
 		}).SetupWithManager(mgr)
 	}
 	cmd := r.command("libvirt", "Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains")
-	cmd.Flags().StringVar(&po.providerName, "provider-name", os.Getenv("BANLIEUE_PROVIDER_NAME"),
+	// A bad toleration is fatal at startup, before anything is reconciled.
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		tolerations = nil
+		for _, t := range po.buildTolerations {
+			tol, err := operator.ParseToleration(t)
+			if err != nil {
+				return err
+			}
+			tolerations = append(tolerations, tol)
+		}
+		if po.importImage == "" {
+			return fmt.Errorf("invalid --import-image: empty")
+		}
+		return nil
+	}
+	f := cmd.Flags()
+	f.StringVar(&po.providerName, "provider-name", os.Getenv("BANLIEUE_PROVIDER_NAME"),
 		"serve only the Provider of this name (env BANLIEUE_PROVIDER_NAME); the operator always sets it")
-	cmd.AddCommand(newProviderLibvirtCheckCommand())
+	f.StringVar(&po.buildNamespace, "build-namespace", envOr("BANLIEUE_BUILD_NAMESPACE", "banlieue-imagebuild"),
+		"namespace of the artifacts PVC and the import Jobs; must equal the imagebuilder's (env BANLIEUE_BUILD_NAMESPACE)")
+	f.StringArrayVar(&po.buildTolerations, "build-toleration", nil, "key[=value]:Effect toleration copied onto import Jobs (repeatable)")
+	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+version),
+		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
+	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
+		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
+	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand())
 	return cmd
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
 }

@@ -73,7 +73,9 @@ func newControllerCommand() *cobra.Command {
 
 func newImagebuilderCommand() *cobra.Command {
 	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
-	return r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
+	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
+	cmd.AddCommand(newImagebuilderBuildCommand())
+	return cmd
 }
 
 func newProviderCommand() *cobra.Command {

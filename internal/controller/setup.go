@@ -20,6 +20,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 )
 
 // FieldManager owns the VM status, the infrastructure machines' specs and VMImage
@@ -84,7 +85,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
 	}
-	if err := b.Complete(&virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
+	if err := b.Complete(app.Instrument("virtualmachine", &virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
 		return fmt.Errorf("creating virtualmachine controller: %w", err)
 	}
 
@@ -92,7 +93,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named("vmimage-ready").
 		For(&banlieuev1.VMImage{}).
 		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
-		Complete(&vmImageReconciler{client: mgr.GetClient()}); err != nil {
+		Complete(app.Instrument("vmimage-ready", &vmImageReconciler{client: mgr.GetClient()})); err != nil {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
 
@@ -107,7 +108,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&banlieuev1.Provider{}, inScope).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), inScope).
 		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
-		Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
+		Complete(app.Instrument("provider-in-use", &providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
 	return nil

@@ -35,7 +35,7 @@ func libvirtClass() *banlieuev1.ProviderClass {
 			Replicas: 1,
 			Logging:  &banlieuev1.ProviderLogging{Level: "info", Format: "json"},
 			AdditionalRules: []rbacv1.PolicyRule{
-				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "create", "patch"}},
+				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			},
 		},
 	}

@@ -22,6 +22,12 @@ func importName(workload string) string {
 	return workload + "-import"
 }
 
+// buildName names the Role and RoleBinding that carry the class's additionalRules into the build
+// namespace, where the provider creates its import Jobs.
+func buildName(workload string) string {
+	return workload + "-build"
+}
+
 // providerClusterRole is the shipped ClusterRole of a backend, which the operator only binds.
 func providerClusterRole(backend string) string {
 	return providerClusterRolePrefix + backend

@@ -29,7 +29,7 @@ package operator
 //
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;create;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 //
 // Its own events and leader lease, also granted to each provider.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch

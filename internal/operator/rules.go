@@ -34,7 +34,8 @@ func secretNames(p *banlieuev1.Provider) []string {
 }
 
 // roleRules are the per-instance Role of the provider workload, in the Provider's namespace:
-// its credentials by name, its own leader lease, events, then the class's additionalRules.
+// its credentials by name, its own leader lease and events. The class's additionalRules go to the
+// build namespace instead (buildName), where the Jobs they are for live.
 func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: secretNames(p)},
@@ -50,7 +51,7 @@ func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) []rbacv1
 			ResourceNames: []string{workloadName(class.Name, p.Name)}},
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	)
-	return append(rules, class.Spec.AdditionalRules...)
+	return rules
 }
 
 // importRoleRules let the import Job (ServiceAccount banlieue-import in the build namespace)

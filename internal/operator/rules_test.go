@@ -18,7 +18,6 @@ var (
 	get        = []string{"get"}
 	lease      = []string{"coordination.k8s.io"}
 	eventsRule = rule([]string{"", "events.k8s.io"}, []string{"events"}, []string{"create", "patch"}, nil)
-	jobs       = rule([]string{"batch"}, []string{"jobs"}, []string{"get", "create", "patch"}, nil)
 )
 
 func withCA(ca *banlieuev1.CABundleSource) *banlieuev1.Provider {
@@ -41,16 +40,16 @@ func TestRoleRules(t *testing.T) {
 		{"CA ConfigMap", guideProvider(), append(append([]rbacv1.PolicyRule{
 			rule(core, []string{"secrets"}, get, []string{"libvirt-edge-creds"}),
 			rule(core, []string{"configmaps"}, get, []string{"libvirt-edge-ca"}),
-		}, leases...), eventsRule, jobs)},
+		}, leases...), eventsRule)},
 		{"CA Secret", withCA(&banlieuev1.CABundleSource{SecretRef: &banlieuev1.KeySelector{Name: "ca"}}), append(append([]rbacv1.PolicyRule{
 			rule(core, []string{"secrets"}, get, []string{"libvirt-edge-creds", "ca"}),
-		}, leases...), eventsRule, jobs)},
+		}, leases...), eventsRule)},
 		{"CA in the credentials Secret", withCA(&banlieuev1.CABundleSource{SecretRef: &banlieuev1.KeySelector{Name: "libvirt-edge-creds"}}), append(append([]rbacv1.PolicyRule{
 			rule(core, []string{"secrets"}, get, []string{"libvirt-edge-creds"}),
-		}, leases...), eventsRule, jobs)},
+		}, leases...), eventsRule)},
 		{"inline CA", withCA(&banlieuev1.CABundleSource{Inline: "PEM"}), append(append([]rbacv1.PolicyRule{
 			rule(core, []string{"secrets"}, get, []string{"libvirt-edge-creds"}),
-		}, leases...), eventsRule, jobs)},
+		}, leases...), eventsRule)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

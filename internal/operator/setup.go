@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 )
 
 // FieldManager owns every object and status field the operator writes (SPEC §1.6).
@@ -58,7 +59,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(providerOfWorkload)).
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
 		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
-		Complete(providers); err != nil {
+		Complete(app.Instrument("operator-provider", providers)); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)
 	}
 
@@ -70,7 +71,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(classes.classesOfClusterRole), builder.OnlyMetadata).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(classOfProvider)).
 		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
-		Complete(classes); err != nil {
+		Complete(app.Instrument("operator-providerclass", classes)); err != nil {
 		return fmt.Errorf("creating providerclass controller: %w", err)
 	}
 	return nil

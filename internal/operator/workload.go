@@ -21,6 +21,8 @@ type workload struct {
 	roleBinding        *rbacv1ac.RoleBindingApplyConfiguration
 	importRole         *rbacv1ac.RoleApplyConfiguration
 	importRoleBinding  *rbacv1ac.RoleBindingApplyConfiguration
+	buildRole          *rbacv1ac.RoleApplyConfiguration
+	buildRoleBinding   *rbacv1ac.RoleBindingApplyConfiguration
 	clusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
 	deployment         *appsv1ac.DeploymentApplyConfiguration
 }
@@ -45,7 +47,7 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 // desiredWorkload builds the workload of p under class (SPEC §3.2 step 4).
 func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
 	name := workloadName(class.Name, p.Name)
-	imp := importName(name)
+	imp, build := importName(name), buildName(name)
 	wns := workloadNamespace(p, class)
 	lbls := workloadLabels(p, class)
 	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(wns)
@@ -61,6 +63,14 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls), p, p.Namespace).
 			WithRoleRef(roleRef("Role", imp)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(importServiceAccount).WithNamespace(opts.BuildNamespace)),
+		// The class's additionalRules apply where the import Jobs live. Owner references cannot
+		// cross namespaces, so these are pruned and cleaned up by label like the other
+		// cross-namespace objects.
+		buildRole: withOwner(rbacv1ac.Role(build, opts.BuildNamespace).WithLabels(lbls), p, opts.BuildNamespace).
+			WithRules(policyRules(class.Spec.AdditionalRules)...),
+		buildRoleBinding: withOwner(rbacv1ac.RoleBinding(build, opts.BuildNamespace).WithLabels(lbls), p, opts.BuildNamespace).
+			WithRoleRef(roleRef("Role", build)).
+			WithSubjects(sa),
 		// Never owner-referenced: a namespaced owner of a cluster-scoped object is invalid and
 		// the garbage collector would delete the binding at once. Cleanup removes it instead.
 		clusterRoleBinding: rbacv1ac.ClusterRoleBinding(clusterScopedName(class.Name, p.Namespace, p.Name)).
@@ -75,7 +85,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 // before the Deployment, so its pods never start without their permissions.
 func (w workload) objects() []applyObject {
 	return []applyObject{w.serviceAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
-		w.clusterRoleBinding, w.deployment}
+		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding, w.deployment}
 }
 
 // ownable is an apply configuration that takes owner references.

@@ -60,6 +60,8 @@ func TestWorkloadObjects(t *testing.T) {
 				{"RoleBinding", "banlieue-system", wl, true},
 				{"Role", "banlieue-system", wl + "-import", true},
 				{"RoleBinding", "banlieue-system", wl + "-import", true},
+				{"Role", "banlieue-imagebuild", wl + "-build", false},
+				{"RoleBinding", "banlieue-imagebuild", wl + "-build", false},
 				{"ClusterRoleBinding", "", "banlieue-provider-libvirt-banlieue-system-libvirt-edge-host-7", false},
 				{"Deployment", tt.wantNs, wl, tt.wantOwnedWorkload},
 			}
@@ -77,12 +79,19 @@ func TestWorkloadObjects(t *testing.T) {
 				irb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-import"}) {
 				t.Errorf("import RoleBinding %+v %+v", irb.Subjects, irb.RoleRef)
 			}
+			br := decode[rbacv1.Role](t, w.buildRole)
+			brb := decode[rbacv1.RoleBinding](t, w.buildRoleBinding)
+			if !reflect.DeepEqual(br.Rules, libvirtClass().Spec.AdditionalRules) ||
+				!reflect.DeepEqual(brb.Subjects, []rbacv1.Subject{sa}) ||
+				brb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-build"}) {
+				t.Errorf("build Role %+v, binding %+v %+v: the class's additionalRules belong in the build namespace", br.Rules, brb.Subjects, brb.RoleRef)
+			}
 			crb := decode[rbacv1.ClusterRoleBinding](t, w.clusterRoleBinding)
 			if !reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{sa}) ||
 				crb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "banlieue-provider-libvirt"}) {
 				t.Errorf("ClusterRoleBinding %+v %+v", crb.Subjects, crb.RoleRef)
 			}
-			if len(keepSet(w)) != 7 {
+			if len(keepSet(w)) != 9 {
 				t.Errorf("keep set %v", keepSet(w))
 			}
 		})

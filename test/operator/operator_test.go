@@ -287,15 +287,17 @@ func testGrants(ctx context.Context, t *testing.T, env *testenv.Env, p *banlieue
 	forbidden(t, "provider reads another Secret", get(sa, &corev1.Secret{}, systemNs, "someone-elses"))
 	forbidden(t, "provider lists Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNs)))
 	forbidden(t, "provider watches ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(systemNs)))
-	// Import Jobs live in the build namespace, which a Role in the Provider's namespace cannot
-	// reach: the grant that works there is the ClusterRole banlieue-provider-libvirt's jobs rule.
+	// Import Jobs live in the build namespace; the class's additionalRules are granted there
+	// (the guide: "Import Job 403 on jobs: the ProviderClass is missing additionalRules").
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-probe", Namespace: buildNs}, Spec: batchv1.JobSpec{
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "import", Image: "registry.example/banlieue:v0.1.0"}}}}}}
 	allowed(t, "provider creates an import Job in "+buildNs, sa.Create(ctx, job.DeepCopy(), client.DryRunAll))
 	allowed(t, "provider reads an import Job by name", ignoreNotFound(get(sa, &batchv1.Job{}, buildNs, "import-probe")))
-	forbidden(t, "provider lists Jobs", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNs)))
-	forbidden(t, "provider deletes a Job", sa.Delete(ctx, job.DeepCopy()))
+	allowed(t, "provider watches its import Jobs", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNs)))
+	forbidden(t, "provider lists Jobs outside the build namespace", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(systemNs)))
+	forbidden(t, "provider creates Jobs outside the build namespace", sa.Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
+		Name: "elsewhere", Namespace: systemNs}, Spec: job.Spec}, client.DryRunAll))
 	allowed(t, "provider updates its own Provider status", ignoreNotFound(sa.Status().Patch(ctx, p.DeepCopy(), client.Merge, client.DryRunAll)))
 
 	imp := as(t, env.Config, buildNs, "banlieue-import")

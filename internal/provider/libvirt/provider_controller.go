@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -68,7 +69,7 @@ type ProviderReconciler struct {
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	return b.Complete(r)
+	return b.Complete(app.Instrument("provider", r))
 }
 
 // ProviderFieldSelector narrows the manager's cache of Providers to one name, server-side.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/provider/libvirt/image"
+)
+
+// newProviderLibvirtImportCommand returns `banlieue provider libvirt import`, the one-shot data
+// path an import Job runs. The host's endpoint and keys are read from the Provider and its
+// Secret, never from flags or the environment: a private key in argv is readable through /proc
+// by anything sharing the pod's PID namespace.
+func newProviderLibvirtImportCommand() *cobra.Command {
+	var (
+		o          image.ImportOptions
+		kubeconfig string
+	)
+	cmd := &cobra.Command{
+		Use:   "import --vmimage NAME --provider NAME --provider-namespace NS --pool POOL --source PATH",
+		Short: "Stream a built image artifact into a libvirt storage volume of a Provider's host",
+		Long: `import verifies --source (and --checksum when given), connects to the Provider's host with
+the Provider's own credentials and uploads the file into --pool as a sparse raw volume, then
+records a completion marker volume <volume>.sha256. A volume with a valid marker is left alone;
+one without is the leftover of an interrupted import and is replaced.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := app.RESTConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			kube, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+			if err != nil {
+				return err
+			}
+			return image.Importer{Kube: kube, Out: cmd.OutOrStdout()}.Import(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.VMImage, "vmimage", "", "VMImage being imported")
+	f.StringVar(&o.Provider, "provider", "", "Provider whose host receives the volume")
+	f.StringVar(&o.ProviderNamespace, "provider-namespace", "", "namespace of the Provider")
+	f.StringVar(&o.Pool, "pool", "", "storage pool on the host")
+	f.StringVar(&o.Source, "source", "", "artifact file to upload (raw disk or ISO)")
+	f.StringVar(&o.VolumeName, "volume-name", "", "volume name (default <vmimage>.raw, or <vmimage>.iso for an ISO)")
+	f.StringVar(&o.Checksum, "checksum", "", "sha256:<hex> or sha512:<hex> the source must match")
+	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
+		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
+	for _, name := range []string{"vmimage", "provider", "provider-namespace", "pool", "source"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}

@@ -1,0 +1,322 @@
+// Package build is `banlieue imagebuilder build`, the build Job's command: it fetches an image
+// source, verifies it, turns it into a raw disk (or keeps an ISO as is) and publishes it
+// atomically on the artifacts PVC with a `<file>.sha256` beside it.
+package build
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/internal/imagebuilder/qcow2"
+)
+
+// Options are the flags of `banlieue imagebuilder build`.
+type Options struct {
+	VMImage  string
+	From     string
+	Output   string
+	Checksum string
+	Format   string // auto, raw, qcow2 or iso
+}
+
+// Result is what a build reports to its controller through the pod's termination message.
+type Result struct {
+	Kind         banlieuev1.ArtifactKind `json:"kind"`
+	File         string                  `json:"file"`
+	Checksum     string                  `json:"checksum"`
+	SizeBytes    int64                   `json:"sizeBytes"`
+	SourceDigest string                  `json:"sourceDigest,omitempty"`
+}
+
+// Build runs the pipeline. Intermediate files sit next to the output, on the same filesystem,
+// so the final rename is atomic and a restarted pod resumes the download it left.
+func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
+	var want checksum.Digest
+	if o.Checksum != "" {
+		var err error
+		if want, err = checksum.Parse(o.Checksum); err != nil {
+			return Result{}, fmt.Errorf("invalid --checksum: %w", err)
+		}
+	}
+	switch o.Format {
+	case "", "auto", "raw", "qcow2", "iso":
+	default:
+		return Result{}, fmt.Errorf("invalid --format: %q (auto, raw, qcow2 or iso)", o.Format)
+	}
+	download := o.Output + ".download"
+	sourceDigest := o.Checksum
+	switch {
+	case strings.HasPrefix(o.From, "https://"):
+	case strings.HasPrefix(o.From, "http://"):
+		if want.IsZero() {
+			return Result{}, errors.New("invalid --from: a plain http:// source needs --checksum")
+		}
+	case strings.Contains(o.From, "://"):
+		return Result{}, fmt.Errorf("invalid --from: %q is neither an https:// URL nor an OCI reference", o.From)
+	}
+	if strings.Contains(o.From, "://") {
+		fmt.Fprintf(log, "downloading %s\n", o.From)
+		if err := downloadURL(ctx, o.From, download, log); err != nil {
+			return Result{}, err
+		}
+	} else {
+		fmt.Fprintf(log, "pulling %s\n", o.From)
+		digest, err := pullDisk(ctx, o.From, download)
+		if err != nil {
+			return Result{}, err
+		}
+		sourceDigest = digest
+	}
+	if !want.IsZero() {
+		if err := checksum.Verify(download, want); err != nil {
+			if errors.Is(err, checksum.ErrMismatch) {
+				// A corrupt or tampered download must not be resumed either.
+				_ = os.Remove(download)
+				return Result{}, fmt.Errorf("invalid --checksum: checksum mismatch for %s: expected %s, computed %s",
+					o.From, want, err.(*checksum.MismatchError).Computed)
+			}
+			return Result{}, err
+		}
+		fmt.Fprintf(log, "verified %s\n", want)
+	}
+	staged, kind, err := convert(ctx, download, o.Output, o.Format, log)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := publish(staged, o.Output, kind)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, p := range []string{download, o.Output + ".decompressed"} {
+		_ = os.Remove(p)
+	}
+	res.SourceDigest = sourceDigest
+	fmt.Fprintf(log, "published %s (%s, %d bytes, %s)\n", o.Output, res.Kind, res.SizeBytes, res.Checksum)
+	return res, nil
+}
+
+func downloadURL(ctx context.Context, url, path string, log io.Writer) error {
+	return download(ctx, newHTTPClient(), url, path, log)
+}
+
+// Magic numbers of the formats a source may be in.
+var (
+	magicGzip = []byte{0x1f, 0x8b}
+	magicXZ   = []byte{0xfd, '7', 'z', 'X', 'Z', 0}
+	magicZstd = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	magicISO  = []byte("CD001") // at 0x8001, the first volume descriptor
+)
+
+const isoMagicOffset = 0x8001
+
+// convert decompresses and converts the download into a staged raw disk or ISO and returns
+// its path and kind. Compression is recognised by content, not by name: URLs often lie.
+func convert(ctx context.Context, src, output, format string, log io.Writer) (string, banlieuev1.ArtifactKind, error) {
+	head, err := readHead(src, isoMagicOffset+len(magicISO))
+	if err != nil {
+		return "", "", err
+	}
+	if r, name := decompressor(head); r != nil {
+		fmt.Fprintf(log, "decompressing (%s)\n", name)
+		dst := output + ".decompressed"
+		if err := decompress(src, dst, r); err != nil {
+			return "", "", fmt.Errorf("decompressing %s: %w", name, err)
+		}
+		src = dst
+		if head, err = readHead(src, isoMagicOffset+len(magicISO)); err != nil {
+			return "", "", err
+		}
+	}
+	detected := "raw"
+	switch {
+	case bytes.HasPrefix(head, qcow2.Magic):
+		detected = "qcow2"
+	case len(head) >= isoMagicOffset+len(magicISO) && bytes.Equal(head[isoMagicOffset:], magicISO):
+		detected = "iso"
+	}
+	if format != "" && format != "auto" && format != detected {
+		return "", "", fmt.Errorf("invalid --format: %s given, but the source is %s", format, detected)
+	}
+	switch detected {
+	case "qcow2":
+		fmt.Fprintln(log, "converting qcow2 to raw")
+		staged := output + ".tmp"
+		return staged, banlieuev1.ArtifactCloudImage, convertQCOW2(ctx, src, staged)
+	case "iso":
+		return src, banlieuev1.ArtifactISO, nil
+	default:
+		return src, banlieuev1.ArtifactCloudImage, nil
+	}
+}
+
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	m, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if m == 0 {
+		return nil, errors.New("the source is empty")
+	}
+	return buf[:m], nil
+}
+
+type openDecompressor func(io.Reader) (io.ReadCloser, error)
+
+func decompressor(head []byte) (openDecompressor, string) {
+	switch {
+	case bytes.HasPrefix(head, magicGzip):
+		return func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }, "gzip"
+	case bytes.HasPrefix(head, magicXZ):
+		return func(r io.Reader) (io.ReadCloser, error) {
+			x, err := xz.NewReader(r)
+			return io.NopCloser(x), err
+		}, "xz"
+	case bytes.HasPrefix(head, magicZstd):
+		return func(r io.Reader) (io.ReadCloser, error) {
+			z, err := zstd.NewReader(r, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1))
+			if err != nil {
+				return nil, err
+			}
+			return z.IOReadCloser(), nil
+		}, "zstd"
+	}
+	return nil, ""
+}
+
+func decompress(src, dst string, open openDecompressor) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	r, err := open(in)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	_, err = copySparse(out, r)
+	return err
+}
+
+func convertQCOW2(ctx context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	img, err := qcow2.Open(in, fi.Size())
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := out.Truncate(0); err != nil {
+		return err
+	}
+	return img.ConvertTo(ctx, out)
+}
+
+// publish fsyncs the staged file, writes `<output>.sha256` and renames both into place, then
+// fsyncs the directory: a reader sees either the old artifact or the complete new one.
+func publish(staged, output string, kind banlieuev1.ArtifactKind) (Result, error) {
+	f, err := os.Open(staged)
+	if err != nil {
+		return Result{}, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err != nil {
+		return Result{}, err
+	}
+	if fi.Size() == 0 {
+		return Result{}, errors.New("the source is empty; refusing to publish an empty disk")
+	}
+	sum, err := checksum.File(staged, "sha256")
+	if err != nil {
+		return Result{}, err
+	}
+	sidecar := output + ".sha256"
+	line := fmt.Sprintf("%s  %s\n", sum.Hex, filepath.Base(output))
+	if err := writeFileSync(sidecar+".tmp", []byte(line)); err != nil {
+		return Result{}, err
+	}
+	if err := os.Rename(staged, output); err != nil {
+		return Result{}, err
+	}
+	if err := os.Rename(sidecar+".tmp", sidecar); err != nil {
+		return Result{}, err
+	}
+	if err := syncDir(filepath.Dir(output)); err != nil {
+		return Result{}, err
+	}
+	return Result{Kind: kind, File: filepath.Base(output), Checksum: sum.String(), SizeBytes: fi.Size()}, nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// WriteResult records res as JSON in the termination message file, which is how the
+// imagebuilder controller learns the artifact's checksum without mounting the PVC.
+func WriteResult(path string, res Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}

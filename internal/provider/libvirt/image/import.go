@@ -1,0 +1,219 @@
+// Package image is the libvirt half of the VMImage pipeline: the VMImage controller that
+// publishes the libvirt perProvider rows and runs one import Job per pool, and the import those
+// Jobs run (`banlieue provider libvirt import`), which streams a built artifact into a volume.
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// callTimeout bounds every libvirt and API call of the import but the upload itself, whose
+// length scales with the image; the upload is bounded per packet by the libvirt client instead.
+const callTimeout = 30 * time.Second
+
+// ImportOptions are the flags of `banlieue provider libvirt import`.
+type ImportOptions struct {
+	VMImage           string
+	Provider          string
+	ProviderNamespace string
+	Pool              string
+	Source            string
+	VolumeName        string
+	Checksum          string
+}
+
+// VolumeName is the volume an import writes: --volume-name, else `<vmimage>.raw`, or
+// `<vmimage>.iso` for an ISO artifact (SPEC §6 "Installer ISOs"). A name that already carries
+// the extension keeps it once.
+func (o ImportOptions) volumeName() string {
+	if o.VolumeName != "" {
+		return o.VolumeName
+	}
+	return ArtifactVolumeName(o.VMImage, strings.EqualFold(filepath.Ext(o.Source), ".iso"))
+}
+
+// ArtifactVolumeName is the volume a VMImage's artifact lands in on every pool.
+func ArtifactVolumeName(vmimage string, iso bool) string {
+	ext := ".raw"
+	if iso {
+		ext = ".iso"
+	}
+	if strings.HasSuffix(vmimage, ext) {
+		return vmimage
+	}
+	return vmimage + ext
+}
+
+// Importer runs one import. Kube reads the Provider and its credentials; Out receives progress.
+type Importer struct {
+	Kube client.Reader
+	Out  io.Writer
+	// Progress reports upload progress; nil selects NewProgress(Out).
+	Progress func(total int64) libvirt.Progress
+}
+
+// Import performs SPEC §3.3 "Import subcommand". The source and its checksum are verified before
+// anything touches the API server or the host, so a bad artifact leaves no trace.
+func (im Importer) Import(ctx context.Context, o ImportOptions) error {
+	volume := o.volumeName()
+	src, size, err := openSource(o.Source)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	digest, err := artifactDigest(o.Source, o.Checksum)
+	if err != nil {
+		return err
+	}
+
+	provider, err := im.provider(ctx, o)
+	if err != nil {
+		return err
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	host, err := hostconn.Dial(dialCtx, im.Kube, provider)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connecting to Provider %s/%s: %w", o.ProviderNamespace, o.Provider, err)
+	}
+	defer host.Close()
+
+	pool, err := findPool(ctx, host, o.Pool)
+	if err != nil {
+		return err
+	}
+	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest}
+	done, err := t.complete(ctx)
+	if err != nil {
+		return err
+	}
+	if done {
+		fmt.Fprintf(im.Out, "volume %s in pool %s already holds %s; nothing to do\n", volume, pool.Name, digest)
+		return nil
+	}
+	deleted, err := t.clear(ctx)
+	if err != nil {
+		return err
+	}
+	if len(deleted) > 0 {
+		fmt.Fprintf(im.Out, "deleted %s: no completion marker for %s (left by an interrupted import or an older artifact)\n",
+			strings.Join(deleted, " and "), digest)
+	}
+	fmt.Fprintf(im.Out, "importing %s (%s) into pool %s as volume %s\n", o.Source, formatBytes(size), pool.Name, volume)
+	progress := im.Progress
+	if progress == nil {
+		progress = func(total int64) libvirt.Progress { return NewProgress(im.Out, total) }
+	}
+	start := time.Now()
+	if err := t.upload(ctx, src, size, progress(size)); err != nil {
+		return err
+	}
+	if err := t.writeMarker(ctx); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(im.Out, "imported %s into %s/%s in %s (%s)\n", formatBytes(size), pool.Name, volume,
+		elapsed.Round(time.Millisecond), formatRate(size, elapsed))
+	return nil
+}
+
+// openSource opens --source and rejects an empty one: a zero-length artifact means the build
+// produced no disk, and importing it would publish a volume no VM can boot.
+func openSource(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("invalid --source: cannot read %s: %w", path, err)
+	}
+	if fi.Size() == 0 {
+		f.Close()
+		return nil, 0, fmt.Errorf("invalid --source: %s is empty; the build produced no disk", path)
+	}
+	return f, fi.Size(), nil
+}
+
+// unwrapPath drops the *PathError's own copy of the path, which the message already names.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// artifactDigest verifies --checksum when given. Without one the marker still needs proof of
+// which artifact the volume holds, so the file's sha256 is computed instead.
+func artifactDigest(path, value string) (checksum.Digest, error) {
+	if value == "" {
+		d, err := checksum.File(path, "sha256")
+		if err != nil {
+			return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+		}
+		return d, nil
+	}
+	want, err := checksum.Parse(value)
+	if err != nil {
+		return checksum.Digest{}, fmt.Errorf("invalid --checksum: %w", err)
+	}
+	if err := checksum.Verify(path, want); err != nil {
+		if errors.Is(err, checksum.ErrMismatch) {
+			return checksum.Digest{}, fmt.Errorf("invalid --checksum: %w", err)
+		}
+		return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+	}
+	return want, nil
+}
+
+func (im Importer) provider(ctx context.Context, o ImportOptions) (*banlieuev1.Provider, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var p banlieuev1.Provider
+	if err := im.Kube.Get(ctx, types.NamespacedName{Namespace: o.ProviderNamespace, Name: o.Provider}, &p); err != nil {
+		return nil, fmt.Errorf("reading Provider %s/%s: %w", o.ProviderNamespace, o.Provider, err)
+	}
+	return &p, nil
+}
+
+// findPool lists the pools rather than looking one up so that a missing pool's error can name
+// the ones that exist: the usual cause is a storage class mapped to a pool of another host.
+func findPool(ctx context.Context, host *libvirt.Client, name string) (libvirt.StoragePool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	pools, err := host.ListAllStoragePools(ctx)
+	if err != nil {
+		return libvirt.StoragePool{}, fmt.Errorf("listing storage pools: %w", err)
+	}
+	names := make([]string, 0, len(pools))
+	for _, p := range pools {
+		if p.Name == name {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return libvirt.StoragePool{}, fmt.Errorf("invalid --pool: pool %q does not exist on this host; available: [%s]",
+		name, strings.Join(names, ", "))
+}

@@ -1,0 +1,163 @@
+package image
+
+import (
+	"path"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/naming"
+)
+
+// Labels and annotations of an import Job.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelVMImage   = "banlieue.io/vmimage"
+	LabelPool      = "banlieue.io/pool"
+
+	// AnnotationArtifactChecksum records which artifact a Job imports, so a rebuilt artifact
+	// can be told from the one a finished Job already imported.
+	AnnotationArtifactChecksum = "banlieue.io/artifact-checksum"
+	// AnnotationProvider names the Provider (namespace/name) a Job imports for: Job names carry
+	// only the Provider's name, so two namespaces' Providers of one name would share a Job name.
+	AnnotationProvider = "banlieue.io/provider"
+
+	appName         = "banlieue"
+	importComponent = "libvirt-import"
+	artifactsMount  = "/artifacts"
+	// nonRootUID is the distroless "nonroot" user the image ships.
+	nonRootUID = 65532
+	// finishedTTL keeps a finished Job (and its logs) for a day, long enough to read why an
+	// import failed, short enough that old Jobs do not pile up.
+	finishedTTL = 86400
+)
+
+// ImportJobName is `import-<image>-<provider>-<pool>`, lower-cased with every character that is
+// not a letter or digit replaced by '-', then capped at 63 with a hash (SPEC §6), so a long
+// image name cannot make two pools share a Job.
+func ImportJobName(image, provider, pool string) string {
+	raw := strings.ToLower("import-" + image + "-" + provider + "-" + pool)
+	sanitized := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, raw)
+	return naming.Capped(sanitized)
+}
+
+// importJobSpec is everything an import Job is made of.
+type importJobSpec struct {
+	Image          *banlieuev1.VMImage
+	Provider       *banlieuev1.Provider
+	Pool           string
+	Namespace      string
+	ContainerImage string
+	ServiceAccount string
+	Tolerations    []corev1.Toleration
+}
+
+// importJob is the import Job of SPEC §3.3 "Import Job manifest".
+func importJob(s importJobSpec) *batchv1.Job {
+	artifact := s.Image.Status.BuildArtifact
+	labels := map[string]string{
+		LabelName:      appName,
+		LabelComponent: importComponent,
+		LabelVMImage:   s.Image.Name,
+		LabelPool:      s.Pool,
+	}
+	args := []string{"provider", "libvirt", "import",
+		"--vmimage", s.Image.Name,
+		"--provider", s.Provider.Name,
+		"--provider-namespace", s.Provider.Namespace,
+		"--pool", s.Pool,
+		"--source", artifactPath(artifact.File),
+	}
+	if artifact.Checksum != "" {
+		args = append(args, "--checksum", artifact.Checksum)
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ImportJobName(s.Image.Name, s.Provider.Name, s.Pool),
+			Namespace: s.Namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				AnnotationArtifactChecksum: artifact.Checksum,
+				AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: banlieuev1.GroupVersion.String(),
+				Kind:       "VMImage",
+				Name:       s.Image.Name,
+				UID:        s.Image.UID,
+				// Controller lets the VMImage's controller watch its Jobs; blockOwnerDeletion
+				// is left unset because it needs an update grant on vmimages/finalizers.
+				Controller: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			// One retry: a partial upload can only be redone from the start, and the import
+			// is idempotent, so a second attempt finishes what the first left; more would
+			// only hammer the host.
+			BackoffLimit:            ptr.To[int32](1),
+			TTLSecondsAfterFinished: ptr.To[int32](finishedTTL),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyNever,
+					ServiceAccountName: s.ServiceAccount,
+					Tolerations:        s.Tolerations,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](nonRootUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:  "import",
+						Image: s.ContainerImage,
+						Args:  args,
+						VolumeMounts: []corev1.VolumeMount{{
+							Name: "artifacts", MountPath: artifactsMount, ReadOnly: true,
+						}},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+					Volumes: []corev1.Volume{{
+						Name: "artifacts",
+						VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+							ClaimName: artifact.PVCRef.Name, ReadOnly: true,
+						}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// artifactPath is where the artifact appears inside the import pod. Cleaning it as an absolute
+// path keeps a file name with ".." inside the mount.
+func artifactPath(file string) string {
+	return path.Join(artifactsMount, path.Clean("/"+file))
+}
+
+// jobZone maps an existing import Job onto its pool's zone. A failed pod whose retry is already
+// running is still importing: the retry exists to finish what the first attempt left.
+func jobZone(pool string, job *batchv1.Job) banlieuev1.ImageZoneStatus {
+	switch {
+	case job.Status.Succeeded > 0:
+		return banlieuev1.ImageZoneStatus{Name: pool, Ready: true, Reason: ReasonReconciled, ResolvedRef: pool + "/" + job.Name}
+	case job.Status.Failed > 0 && job.Status.Active == 0:
+		return notReadyZone(pool, ReasonImportFailed, "import Job "+job.Name+" failed")
+	default:
+		return notReadyZone(pool, ReasonImporting, "import Job running")
+	}
+}

@@ -1,0 +1,257 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/naming"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// Requeue intervals (SPEC: default, error, long).
+const (
+	requeueDefault = 30 * time.Second
+	requeueError   = 5 * time.Second
+	requeueLong    = 300 * time.Second
+)
+
+// reconcileTimeout bounds one pass: API calls plus, for BackingFile sources, a volume lookup
+// per verified pool of every Provider.
+const reconcileTimeout = 2 * time.Minute
+
+// Reconciler publishes the libvirt perProvider rows of every VMImage and runs the import Jobs
+// of Url sources (SPEC §3.3 B). It never moves image data itself: that is the Jobs' work.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Provider Secrets and ConfigMaps uncached (the provider may only get
+	// them by name) for the BackingFile volume check.
+	APIReader   client.Reader
+	Connections *hostconn.Pool
+	// ProviderName, when set, restricts the controller to that Provider's row (SPEC §6 "One
+	// provider process per Provider").
+	ProviderName string
+	// BuildNamespace holds the artifacts PVC and the import Jobs.
+	BuildNamespace string
+	// ImportImage is the container image of import Jobs.
+	ImportImage string
+	// ImportServiceAccount runs the import Jobs, in BuildNamespace.
+	ImportServiceAccount string
+	// Tolerations are copied onto import Jobs (--build-toleration).
+	Tolerations []corev1.Toleration
+}
+
+// SetupWithManager watches VMImages, their import Jobs, and Providers: a Provider whose
+// verified pools change changes every image's row.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").
+		For(&banlieuev1.VMImage{}).
+		Owns(&batchv1.Job{}).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+		Complete(r)
+}
+
+func (r *Reconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list banlieuev1.VMImageList
+	if err := r.Client.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing VMImages for a Provider change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
+	}
+	return reqs
+}
+
+// fieldManager is the provider's SSA manager. Serving one Provider, each process owns only its
+// own row; under one shared manager name a process would, by applying its row alone, remove
+// the rows the others applied, so each gets a manager of its own.
+func (r *Reconciler) fieldManager() string {
+	if r.ProviderName == "" {
+		return providerlibvirt.FieldManager
+	}
+	return providerlibvirt.FieldManager + "/" + naming.Capped(r.ProviderName)
+}
+
+// Reconcile computes and applies the image's libvirt rows.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	var img banlieuev1.VMImage
+	if err := r.Client.Get(ctx, req.NamespacedName, &img); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !img.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	src, ok := libvirtSource(&img, providerlibvirt.ClassName)
+	if !ok {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+	providers, err := r.providers(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(providers) == 0 {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+
+	rows := make([]banlieuev1.ProviderImageStatus, 0, len(providers))
+	allReady := true
+	for i := range providers {
+		row, err := r.row(ctx, &img, src, &providers[i])
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		allReady = allReady && row.Ready
+		rows = append(rows, row)
+	}
+	sortRows(rows)
+	status := struct {
+		PerProvider        []banlieuev1.ProviderImageStatus `json:"perProvider"`
+		ObservedGeneration int64                            `json:"observedGeneration"`
+	}{rows, img.Generation}
+	if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !allReady {
+		return ctrl.Result{RequeueAfter: requeueDefault}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueLong}, nil
+}
+
+// providers are the libvirt Providers in scope: all of them, or the one this process serves.
+func (r *Reconciler) providers(ctx context.Context) ([]banlieuev1.Provider, error) {
+	var list banlieuev1.ProviderList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []banlieuev1.Provider
+	for _, p := range list.Items {
+		if p.Spec.ProviderClassRef.Name != providerlibvirt.ClassName || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if r.ProviderName != "" && p.Name != r.ProviderName {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// row is one Provider's row. Only API failures are errors; everything about the image or the
+// host is reported in the row.
+func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
+	p *banlieuev1.Provider) (banlieuev1.ProviderImageStatus, error) {
+	switch src.Kind {
+	case banlieuev1.SourceBackingFile:
+		return r.backingFileRow(ctx, p, backingFileVolume(src.Ref)), nil
+	case banlieuev1.SourceURL:
+		artifact := img.Status.BuildArtifact
+		if row, gated := buildGate(p, artifact); gated {
+			return row, nil
+		}
+		pools := targetPools(p)
+		if len(pools) == 0 {
+			return notReadyRow(p, ReasonNoFailureDomains, "the Provider has no verified storage pool to import into"), nil
+		}
+		zones := make([]banlieuev1.ImageZoneStatus, 0, len(pools))
+		for _, pool := range pools {
+			zone, err := r.importZone(ctx, img, p, pool)
+			if err != nil {
+				return banlieuev1.ProviderImageStatus{}, err
+			}
+			zones = append(zones, zone)
+		}
+		return urlRow(p, ArtifactVolumeName(img.Name, artifact.Kind == banlieuev1.ArtifactISO), zones), nil
+	default:
+		return notReadyRow(p, ReasonUnsupportedSourceKind,
+			fmt.Sprintf("source kind %s is not supported by the libvirt provider; use BackingFile or Url", src.Kind)), nil
+	}
+}
+
+// backingFileRow looks the volume up in each verified pool of the Provider's host.
+func (r *Reconciler) backingFileRow(ctx context.Context, p *banlieuev1.Provider, volume string) banlieuev1.ProviderImageStatus {
+	pools := targetPools(p)
+	if len(pools) == 0 {
+		return notReadyRow(p, ReasonNoFailureDomains, "the Provider has no verified storage pool")
+	}
+	host, err := r.Connections.Connect(ctx, r.APIReader, p)
+	if err != nil {
+		return notReadyRow(p, ReasonVolumeNotFound, "cannot reach the Provider's host to look for volume "+volume+": "+err.Error())
+	}
+	zones := make([]banlieuev1.ImageZoneStatus, 0, len(pools))
+	for _, name := range pools {
+		zones = append(zones, volumeZone(ctx, host, name, volume))
+	}
+	return backingFileRow(p, volume, zones)
+}
+
+func volumeZone(ctx context.Context, host *libvirt.Client, poolName, volume string) banlieuev1.ImageZoneStatus {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	pool, err := host.StoragePoolLookupByName(ctx, poolName)
+	if err == nil {
+		_, err = host.StorageVolLookupByName(ctx, pool, volume)
+	}
+	switch {
+	case err == nil:
+		return banlieuev1.ImageZoneStatus{Name: poolName, Ready: true, Reason: ReasonReconciled, ResolvedRef: volume}
+	case libvirt.IsNotFound(err):
+		return notReadyZone(poolName, ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in pool %s", volume, poolName))
+	default:
+		return notReadyZone(poolName, ReasonVolumeNotFound, fmt.Sprintf("looking up volume %s in pool %s: %v", volume, poolName, err))
+	}
+}
+
+// importZone adopts the pool's import Job or creates it. An existing Job is never updated: a
+// running multi-gigabyte transfer must not be restarted by a re-reconcile. Only a Job for an
+// older artifact is replaced, by deleting it; its deletion event brings the next pass, which
+// creates the new one.
+func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) (banlieuev1.ImageZoneStatus, error) {
+	want := importJob(importJobSpec{
+		Image: img, Provider: p, Pool: pool, Namespace: r.BuildNamespace,
+		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
+	})
+	var job batchv1.Job
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &job)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := ssa.Apply(ctx, r.Client, want, providerlibvirt.FieldManager); err != nil {
+			return notReadyZone(pool, ReasonImportFailed, err.Error()), nil
+		}
+		return notReadyZone(pool, ReasonImporting, "import Job created"), nil
+	case err != nil:
+		return notReadyZone(pool, ReasonImportFailed, err.Error()), nil
+	}
+	if owner := job.Annotations[AnnotationProvider]; owner != want.Annotations[AnnotationProvider] {
+		return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf(
+			"import Job %s/%s belongs to Provider %s; Job names carry only the Provider's name", job.Namespace, job.Name, owner)), nil
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return notReadyZone(pool, ReasonImporting, "waiting for the stale import Job to go away"), nil
+	}
+	if job.Annotations[AnnotationArtifactChecksum] != want.Annotations[AnnotationArtifactChecksum] {
+		if err := r.Client.Delete(ctx, &job, client.PropagationPolicy("Background"),
+			client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
+			return banlieuev1.ImageZoneStatus{}, err
+		}
+		return notReadyZone(pool, ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
+	}
+	return jobZone(pool, &job), nil
+}

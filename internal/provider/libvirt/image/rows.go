@@ -1,0 +1,128 @@
+package image
+
+import (
+	"cmp"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// Reasons of a perProvider row and its zones (SPEC §5).
+const (
+	ReasonReconciled            = "Reconciled"
+	ReasonBuildPending          = "BuildPending"
+	ReasonBuildFailed           = "BuildFailed"
+	ReasonNoFailureDomains      = "NoFailureDomains"
+	ReasonImporting             = "Importing"
+	ReasonImportFailed          = "ImportFailed"
+	ReasonUnsupportedSourceKind = "UnsupportedSourceKind"
+	ReasonVolumeNotFound        = "VolumeNotFound"
+)
+
+// libvirtSource is the VMImage's source for this backend. Sources are merge-keyed on the class,
+// so there is at most one.
+func libvirtSource(img *banlieuev1.VMImage, class string) (banlieuev1.ImageSource, bool) {
+	for _, s := range img.Spec.Sources {
+		if s.ProviderClass == class {
+			return s, true
+		}
+	}
+	return banlieuev1.ImageSource{}, false
+}
+
+// targetPools are the pools of the Provider's declared storage classes that its failure
+// domains verified on the host, in declaration order without duplicates. A declared class the
+// probe did not find is not a target: importing into it would fail on every attempt.
+func targetPools(p *banlieuev1.Provider) []string {
+	verified := map[string]bool{}
+	for _, fd := range p.Status.FailureDomains {
+		for _, sc := range fd.Attributes.AvailableStorageClasses {
+			verified[sc] = true
+		}
+	}
+	var pools []string
+	for _, sc := range p.Spec.Capabilities.StorageClasses {
+		pool := sc.Target["pool"]
+		if pool != "" && verified[sc.Name] && !slices.Contains(pools, pool) {
+			pools = append(pools, pool)
+		}
+	}
+	return pools
+}
+
+// backingFileVolume is the volume a BackingFile source names: the basename of its ref.
+func backingFileVolume(ref string) string { return path.Base(ref) }
+
+// buildGate is the row of a Url source whose artifact is not ready to import, if so.
+func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banlieuev1.ProviderImageStatus, bool) {
+	switch {
+	case artifact == nil || artifact.Phase == banlieuev1.BuildPending || artifact.Phase == banlieuev1.BuildBuilding:
+		return notReadyRow(p, ReasonBuildPending, "waiting for the imagebuilder to publish the artifact"), true
+	case artifact.Phase == banlieuev1.BuildFailed:
+		return notReadyRow(p, ReasonBuildFailed, artifact.Message), true
+	case artifact.PVCRef == nil || artifact.File == "":
+		// Ready without a location is an imagebuilder bug; waiting is all the provider can do.
+		return notReadyRow(p, ReasonBuildPending, "build artifact is Ready but names no PVC or file"), true
+	}
+	return banlieuev1.ProviderImageStatus{}, false
+}
+
+// urlRow folds the pools' zones into the Provider's row: ready when every zone is, the volume
+// name as resolvedRef only then.
+func urlRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneStatus) banlieuev1.ProviderImageStatus {
+	row := banlieuev1.ProviderImageStatus{
+		ProviderName: p.Name, ProviderNamespace: p.Namespace, Ready: true, Reason: ReasonReconciled, Zones: zones,
+	}
+	ready, failed := 0, 0
+	for _, z := range zones {
+		switch {
+		case z.Ready:
+			ready++
+		case z.Reason == ReasonImportFailed:
+			failed++
+		}
+	}
+	switch {
+	case ready == len(zones):
+		row.ResolvedRef = volume
+		row.Message = fmt.Sprintf("imported into %d pool(s)", len(zones))
+	case failed > 0:
+		row.Ready, row.Reason = false, ReasonImportFailed
+		row.Message = fmt.Sprintf("import failed in %d of %d pool(s)", failed, len(zones))
+	default:
+		row.Ready, row.Reason = false, ReasonImporting
+		row.Message = fmt.Sprintf("imported into %d of %d pool(s)", ready, len(zones))
+	}
+	return row
+}
+
+// backingFileRow is ready when the volume was found in at least one verified pool.
+func backingFileRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneStatus) banlieuev1.ProviderImageStatus {
+	for _, z := range zones {
+		if z.Ready {
+			return banlieuev1.ProviderImageStatus{ProviderName: p.Name, ProviderNamespace: p.Namespace,
+				Ready: true, Reason: ReasonReconciled, ResolvedRef: volume, Zones: zones}
+		}
+	}
+	row := notReadyRow(p, ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in any of the Provider's verified pools", volume))
+	row.Zones = zones
+	return row
+}
+
+func notReadyRow(p *banlieuev1.Provider, reason, message string) banlieuev1.ProviderImageStatus {
+	return banlieuev1.ProviderImageStatus{ProviderName: p.Name, ProviderNamespace: p.Namespace, Reason: reason, Message: message}
+}
+
+func notReadyZone(pool, reason, message string) banlieuev1.ImageZoneStatus {
+	return banlieuev1.ImageZoneStatus{Name: pool, Reason: reason, Message: message}
+}
+
+// sortRows orders rows by namespace, then name, so the applied list is stable.
+func sortRows(rows []banlieuev1.ProviderImageStatus) {
+	slices.SortFunc(rows, func(a, b banlieuev1.ProviderImageStatus) int {
+		return cmp.Or(strings.Compare(a.ProviderNamespace, b.ProviderNamespace), strings.Compare(a.ProviderName, b.ProviderName))
+	})
+}

@@ -1,0 +1,101 @@
+package image
+
+import (
+	"slices"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+func TestTargetPools(t *testing.T) {
+	p := &banlieuev1.Provider{
+		Spec: banlieuev1.ProviderSpec{Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+			{Name: "gold", Target: map[string]string{"pool": "nvme"}},
+			{Name: "standard", Target: map[string]string{"pool": "default"}},
+			{Name: "std2", Target: map[string]string{"pool": "default"}},
+			{Name: "absent", Target: map[string]string{"pool": "gone"}},
+			{Name: "untargeted"},
+		}}},
+		Status: banlieuev1.ProviderStatus{FailureDomains: []banlieuev1.FailureDomain{{Attributes: banlieuev1.FailureDomainAttributes{
+			AvailableStorageClasses: []string{"standard", "std2", "gold", "untargeted"}}}}},
+	}
+	if got := targetPools(p); !slices.Equal(got, []string{"nvme", "default"}) {
+		t.Errorf("targetPools = %q", got)
+	}
+	p.Status.FailureDomains = nil
+	if got := targetPools(p); len(got) != 0 {
+		t.Errorf("without failure domains nothing is verified: %q", got)
+	}
+}
+
+func TestBuildGate(t *testing.T) {
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	for _, tc := range []struct {
+		artifact *banlieuev1.BuildArtifact
+		reason   string
+	}{
+		{nil, ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildPending}, ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildBuilding}, ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildFailed, Message: "404"}, ReasonBuildFailed},
+	} {
+		row, gated := buildGate(p, tc.artifact)
+		if !gated || row.Ready || row.Reason != tc.reason || row.ProviderName != "p" || row.ProviderNamespace != "ns" {
+			t.Errorf("%+v: row %+v gated %v", tc.artifact, row, gated)
+		}
+	}
+	ready := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}
+	if _, gated := buildGate(p, ready); gated {
+		t.Error("a Ready artifact must not be gated")
+	}
+}
+
+func TestURLRowAndJobZones(t *testing.T) {
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	done := jobZone("a", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j"}, Status: batchv1.JobStatus{Succeeded: 1}})
+	running := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1}})
+	retrying := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1, Failed: 1}})
+	failed := jobZone("c", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "jc"}, Status: batchv1.JobStatus{Failed: 2}})
+	if !done.Ready || done.ResolvedRef != "a/j" || done.Reason != ReasonReconciled {
+		t.Errorf("succeeded: %+v", done)
+	}
+	if running.Reason != ReasonImporting || retrying.Reason != ReasonImporting || failed.Reason != ReasonImportFailed ||
+		failed.Message != "import Job jc failed" {
+		t.Errorf("running %+v retrying %+v failed %+v", running, retrying, failed)
+	}
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, done}); !r.Ready || r.ResolvedRef != "img.raw" || r.Reason != ReasonReconciled {
+		t.Errorf("all ready: %+v", r)
+	}
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, running}); r.Ready || r.ResolvedRef != "" || r.Reason != ReasonImporting {
+		t.Errorf("one running: %+v", r)
+	}
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{running, failed}); r.Ready || r.Reason != ReasonImportFailed {
+		t.Errorf("one failed: %+v", r)
+	}
+}
+
+func TestRowHelpers(t *testing.T) {
+	if backingFileVolume("/var/lib/libvirt/images/golden.qcow2") != "golden.qcow2" {
+		t.Error("BackingFile volume is the ref's basename")
+	}
+	for _, tc := range []struct {
+		img  string
+		iso  bool
+		want string
+	}{{"ubuntu", false, "ubuntu.raw"}, {"ubuntu.raw", false, "ubuntu.raw"}, {"win", true, "win.iso"}} {
+		if got := ArtifactVolumeName(tc.img, tc.iso); got != tc.want {
+			t.Errorf("ArtifactVolumeName(%q, %v) = %q", tc.img, tc.iso, got)
+		}
+	}
+	if v := (ImportOptions{VMImage: "win", Source: "/artifacts/win.ISO"}).volumeName(); v != "win.iso" {
+		t.Errorf("ISO source volume = %q", v)
+	}
+	rows := []banlieuev1.ProviderImageStatus{{ProviderNamespace: "b", ProviderName: "a"}, {ProviderNamespace: "a", ProviderName: "z"}, {ProviderNamespace: "a", ProviderName: "b"}}
+	sortRows(rows)
+	if rows[0].ProviderName != "b" || rows[1].ProviderName != "z" || rows[2].ProviderNamespace != "b" {
+		t.Errorf("sorted %+v", rows)
+	}
+}

@@ -1,0 +1,85 @@
+// Package boundaries checks the import graph the guide promises: the controller never talks to
+// libvirt, the provider never reads VirtualMachines, and the first-party libraries under pkg/
+// import nothing from the rest of the project.
+package boundaries
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+const module = "banlieue.io/banlieue"
+
+// deps lists the project packages pkg depends on (itself included), test files excluded.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var own []string
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, module+"/") {
+			own = append(own, strings.TrimPrefix(p, module+"/"))
+		}
+	}
+	return own
+}
+
+func TestImportBoundaries(t *testing.T) {
+	tests := []struct {
+		pkg     string
+		allowed func(dep string) bool
+		why     string
+	}{
+		{"internal/controller/...", func(d string) bool {
+			return !strings.HasPrefix(d, "pkg/libvirt") && !strings.HasPrefix(d, "internal/provider")
+		}, "the controller never talks to libvirt; it meets the provider only through LibvirtMachine"},
+		{"internal/provider/...", func(d string) bool { return !strings.HasPrefix(d, "internal/controller") },
+			"the provider never imports the controller's packages"},
+		{"pkg/libvirt/...", func(d string) bool { return strings.HasPrefix(d, "pkg/libvirt") },
+			"pkg/libvirt is a library anyone could reuse"},
+		{"pkg/iso9660/...", func(d string) bool { return strings.HasPrefix(d, "pkg/iso9660") },
+			"pkg/iso9660 is a library anyone could reuse"},
+		{"pkg/nocloud/...", func(d string) bool { return strings.HasPrefix(d, "pkg/nocloud") || strings.HasPrefix(d, "pkg/iso9660") },
+			"pkg/nocloud builds on pkg/iso9660 only"},
+	}
+	for _, tt := range tests {
+		for _, dep := range deps(t, tt.pkg) {
+			if !tt.allowed(dep) {
+				t.Errorf("%s depends on %s: %s", tt.pkg, dep, tt.why)
+			}
+		}
+	}
+}
+
+// TestProviderNeverReadsVirtualMachines: the provider's code names no VirtualMachine type, so
+// the same provider can serve a Cluster API Machine unchanged.
+func TestProviderNeverReadsVirtualMachines(t *testing.T) {
+	vm := regexp.MustCompile(`\bv1alpha1\.VirtualMachine(List)?\b|banlieuev1\.VirtualMachine(List)?\b`)
+	root := filepath.Join(testenv.RepoRoot(), "internal", "provider")
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if loc := vm.FindIndex(src); loc != nil {
+			t.Errorf("%s refers to %s", path, src[loc[0]:loc[1]])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

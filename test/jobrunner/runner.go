@@ -1,0 +1,283 @@
+// Package jobrunner stands in for the kubelet and the Job controller in tests: envtest runs an
+// API server but never runs a pod. The runner watches banlieue's Jobs, runs each Job's container
+// with the banlieue binary under test, maps the Job's PVC mounts onto local directories, and
+// writes the pod and Job statuses a cluster would, so the real controllers see real Job objects
+// and real transitions (active, then succeeded or failed with Complete or Failed conditions).
+package jobrunner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Selector picks the Jobs the runner runs: banlieue's own.
+var Selector = client.MatchingLabels{"app.kubernetes.io/name": "banlieue"}
+
+const (
+	pollInterval = 100 * time.Millisecond
+	// maxTermination is the kubelet's cap on a termination message.
+	maxTermination = 4096
+	apiTimeout     = 10 * time.Second
+)
+
+// Runner runs Jobs. Every field but Logf is required.
+type Runner struct {
+	Client client.Client
+	// Binary is the banlieue binary that replaces the container image.
+	Binary string
+	// Kubeconfig is given to the processes as KUBECONFIG, in place of a service account.
+	Kubeconfig string
+	// Volumes maps a PVC name to the local directory that stands for it.
+	Volumes map[string]string
+	// Logf receives each finished pod's output; nil discards it.
+	Logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	started map[types.UID]bool
+	wg      sync.WaitGroup
+}
+
+// Start runs r until the test ends, then waits for the pods it started.
+func (r *Runner) Start(t testing.TB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.started = map[types.UID]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			r.poll(ctx, t)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pollInterval):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		r.wg.Wait()
+	})
+}
+
+func (r *Runner) poll(ctx context.Context, t testing.TB) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var jobs batchv1.JobList
+	if err := r.Client.List(ctx, &jobs, Selector); err != nil {
+		if ctx.Err() == nil {
+			t.Logf("jobrunner: listing Jobs: %v", err)
+		}
+		return
+	}
+	for i := range jobs.Items {
+		job := jobs.Items[i]
+		if !job.DeletionTimestamp.IsZero() || finished(&job) {
+			continue
+		}
+		r.mu.Lock()
+		seen := r.started[job.UID]
+		r.started[job.UID] = true
+		r.mu.Unlock()
+		if !seen {
+			r.wg.Go(func() { r.run(context.WithoutCancel(ctx), t, &job) })
+		}
+	}
+}
+
+func finished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// run plays the Job controller for one Job: one pod at a time, retried up to backoffLimit.
+func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
+	limit := int32(6) // the Job API's default backoffLimit
+	if job.Spec.BackoffLimit != nil {
+		limit = *job.Spec.BackoffLimit
+	}
+	var failed int32
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	for attempt := 0; ; attempt++ {
+		job.Status.Active, job.Status.Ready = 1, ptr.To[int32](1)
+		if err := r.updateJob(ctx, job); err != nil {
+			t.Logf("jobrunner: %v", err)
+			return
+		}
+		pod, err := r.createPod(ctx, job, attempt)
+		if err != nil {
+			// What a cluster does too: the Job stays active with no pod (for example when its
+			// service account does not exist) until the problem is fixed.
+			t.Logf("jobrunner: Job %s/%s: creating pod: %v", job.Namespace, job.Name, err)
+			return
+		}
+		exitCode, output := r.exec(ctx, job)
+		if r.Logf != nil {
+			r.Logf("jobrunner: pod %s exited %d:\n%s", pod.Name, exitCode, output)
+		}
+		if err := r.finishPod(ctx, pod, exitCode, output); err != nil {
+			t.Logf("jobrunner: %v", err)
+		}
+		job.Status.Active, job.Status.Ready = 0, ptr.To[int32](0)
+		if exitCode == 0 {
+			job.Status.Succeeded = 1
+			end := metav1.Now()
+			job.Status.CompletionTime = &end
+			setCondition(job, batchv1.JobSuccessCriteriaMet, "CompletionsReached", "Reached expected number of succeeded pods")
+			setCondition(job, batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods")
+			if err := r.updateJob(ctx, job); err != nil {
+				t.Logf("jobrunner: %v", err)
+			}
+			return
+		}
+		failed++
+		job.Status.Failed = failed
+		if failed > limit {
+			setCondition(job, batchv1.JobFailureTarget, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+			setCondition(job, batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+			if err := r.updateJob(ctx, job); err != nil {
+				t.Logf("jobrunner: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// exec runs the container's argv with the banlieue binary, PVC mount paths rewritten to the
+// local directories that stand for the claims.
+func (r *Runner) exec(ctx context.Context, job *batchv1.Job) (int, string) {
+	spec := job.Spec.Template.Spec
+	c := spec.Containers[0]
+	argv := c.Args
+	if len(c.Command) > 0 {
+		argv = append(append([]string{}, c.Command[1:]...), c.Args...)
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.PersistentVolumeClaim != nil {
+				if dir, ok := r.Volumes[v.PersistentVolumeClaim.ClaimName]; ok {
+					mounts[m.MountPath] = dir
+				}
+			}
+		}
+	}
+	args := make([]string, len(argv))
+	for i, a := range argv {
+		args[i] = a
+		for mountPath, dir := range mounts {
+			if a == mountPath || strings.HasPrefix(a, mountPath+"/") {
+				args[i] = dir + strings.TrimPrefix(a, mountPath)
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, r.Binary, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig, "POD_NAMESPACE="+job.Namespace)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil && cmd.ProcessState == nil {
+		return 127, err.Error()
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}
+
+func (r *Runner) createPod(ctx context.Context, job *batchv1.Job, attempt int) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	labels := map[string]string{"job-name": job.Name, "batch.kubernetes.io/job-name": job.Name, "controller-uid": string(job.UID)}
+	for k, v := range job.Spec.Template.Labels {
+		labels[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			// The UID keeps a replaced Job's pods apart: envtest runs no garbage collector.
+			Name:      fmt.Sprintf("%s-%s-%d", job.Name, string(job.UID)[:5], attempt),
+			Namespace: job.Namespace,
+			Labels:    labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := r.Client.Create(ctx, pod); err != nil {
+		return nil, err
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+		Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	return pod, r.Client.Status().Update(ctx, pod)
+}
+
+// finishPod records the exit as the kubelet would with terminationMessagePolicy
+// FallbackToLogsOnError: a failed container's message is the tail of its output.
+func (r *Runner) finishPod(ctx context.Context, pod *corev1.Pod, exitCode int, output string) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	phase, reason, message := corev1.PodSucceeded, "Completed", ""
+	if exitCode != 0 {
+		phase, reason = corev1.PodFailed, "Error"
+		message = output[max(0, len(output)-maxTermination):]
+	}
+	pod.Status.Phase = phase
+	pod.Status.ContainerStatuses[0].Ready = false
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: int32(exitCode), Reason: reason, Message: message, FinishedAt: metav1.Now(),
+	}}
+	if err := r.Client.Status().Update(ctx, pod); err != nil {
+		return fmt.Errorf("pod %s/%s status: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// updateJob writes job.Status over the live Job's, retrying on conflicts with the controllers
+// that also touch the Job (metadata only; nothing else writes a Job's status).
+func (r *Runner) updateJob(ctx context.Context, job *batchv1.Job) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	status := job.Status
+	for {
+		var live batchv1.Job
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), &live); err != nil {
+			return fmt.Errorf("Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		if live.UID != job.UID {
+			return fmt.Errorf("Job %s/%s was replaced", job.Namespace, job.Name)
+		}
+		live.Status = status
+		err := r.Client.Status().Update(ctx, &live)
+		if err == nil {
+			live.DeepCopyInto(job)
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("Job %s/%s status: %w", job.Namespace, job.Name, err)
+		}
+	}
+}
+
+func setCondition(job *batchv1.Job, typ batchv1.JobConditionType, reason, message string) {
+	now := metav1.Now()
+	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{
+		Type: typ, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastProbeTime: now, LastTransitionTime: now,
+	})
+}
