@@ -1,0 +1,174 @@
+// Package roles runs the real banlieue binary's long-running roles against a real API server and
+// checks what every role promises from outside: health endpoints, metrics, leader election with
+// the SPEC's lease timings, and log formats.
+package roles
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/test/jobrunner"
+)
+
+type process struct {
+	cmd    *exec.Cmd
+	health string
+	output *syncBuffer
+}
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start runs `banlieue <args> --kubeconfig … --health-port … --metrics-port …`.
+func start(t *testing.T, bin, kubeconfig string, args ...string) (*process, int) {
+	t.Helper()
+	health, metrics := freePort(t), freePort(t)
+	args = append(args, "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
+	cmd := exec.Command(bin, args...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return &process{cmd: cmd, health: fmt.Sprintf("http://127.0.0.1:%d", health), output: out}, metrics
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func waitStatus(t *testing.T, url string, want int, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body := get(url)
+		if code == want {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: got %d (%s), want %d", url, code, strings.TrimSpace(body), want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestRolesFromOutside(t *testing.T) {
+	env := testenv.Start(t)
+	bin := jobrunner.BuildBanlieue(t)
+	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-system"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("leader and standby", func(t *testing.T) {
+		leader, metricsPort := start(t, bin, kubeconfig, "controller", "--leader-election-identity", "first", "--log-format", "json")
+		waitStatus(t, leader.health+"/livez", 200, 30*time.Second)
+		waitStatus(t, leader.health+"/readyz", 200, 60*time.Second)
+
+		var lease coordinationv1.Lease
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: "banlieue-system", Name: "banlieue-controller"}, &lease)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lease banlieue-system/banlieue-controller: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if *lease.Spec.HolderIdentity != "first" || *lease.Spec.LeaseDurationSeconds != 15 {
+			t.Errorf("lease holder %q duration %d, want first and 15 s", *lease.Spec.HolderIdentity, *lease.Spec.LeaseDurationSeconds)
+		}
+		metrics := waitStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200, 10*time.Second)
+		for _, series := range []string{`banlieue_leader{role="controller"} 1`, `banlieue_reconcile_total{controller="virtualmachine",result="success"}`,
+			`banlieue_virtualmachines{phase="Pending"}`, "controller_runtime_reconcile_total"} {
+			if !strings.Contains(metrics, series) {
+				t.Errorf("/metrics lacks %s", series)
+			}
+		}
+
+		// A second replica is a ready standby: it reads the lease but does not lead.
+		standby, standbyMetrics := start(t, bin, kubeconfig, "controller", "--leader-election-identity", "second")
+		waitStatus(t, standby.health+"/readyz", 200, 60*time.Second)
+		if m := waitStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", standbyMetrics), 200, 10*time.Second); !strings.Contains(m, `banlieue_leader{role="controller"} 0`) {
+			t.Errorf("standby must report banlieue_leader 0")
+		}
+
+		// JSON logs: one object per line.
+		deadline = time.Now().Add(10 * time.Second)
+		for !strings.Contains(leader.output.String(), `"msg":"starting"`) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(leader.output.String()), "\n") {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				t.Errorf("--log-format json printed a non-JSON line: %q", line)
+				break
+			}
+		}
+	})
+
+	t.Run("bad flags are refused before starting", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"controller", "--log-format", "xml"},
+			{"operator", "--build-toleration", "no-effect"},
+			{"provider", "libvirt", "--build-toleration", "k=v"},
+		} {
+			out, err := exec.Command(bin, append(args, "--kubeconfig", kubeconfig)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "invalid --") {
+				t.Errorf("%v: want a clear invalid-flag error, got %v: %s", args, err, out)
+			}
+		}
+	})
+}
