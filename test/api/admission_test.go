@@ -237,6 +237,10 @@ func invalidCases() []invalidCase {
 		{"machine bad mac", validLibvirtMachine, setTo("spec.network[0].macAddress", "52:54:00:zz:00:01"), []string{"spec.network[0].macAddress"}},
 		{"machine nic model with markup", validLibvirtMachine, setTo("spec.network[0].model", "virtio'/><x"), []string{"spec.network[0].model"}},
 		{"machine domain name with a space", validLibvirtMachine, setTo("spec.domainName", "a b"), []string{"spec.domainName"}},
+		{"machine volume name too long", validLibvirtMachine, func(o *unstructured.Unstructured) {
+			set(o, "spec.domainName", strings.Repeat("d", 180))
+			set(o, "spec.disks[0].name", strings.Repeat("n", 20))
+		}, []string{"spec", "longer than 200 characters"}},
 		{"machine bad boot kind", validLibvirtMachine, setTo("spec.bootSource.kind", "pxe"), []string{"spec.bootSource.kind: Unsupported value"}},
 		{"machine without pool", validLibvirtMachine, setTo("spec.pool", nil), []string{"spec.pool: Required value"}},
 		{"machine bad firmware", validLibvirtMachine, setTo("spec.firmware", "uefi"), []string{"spec.firmware: Unsupported value"}},

@@ -19,6 +19,7 @@ const (
 )
 
 // LibvirtMachineSpec is one libvirt domain and its volumes.
+// +kubebuilder:validation:XValidation:rule="self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
 	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider sets it after the first
 	// define.

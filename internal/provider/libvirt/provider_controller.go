@@ -132,6 +132,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, FieldManager); err != nil {
 		return ctrl.Result{}, err
 	}
+	recordFailureDomains(p.Namespace, p.Name, len(status.FailureDomains))
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeueDefault)}, nil
 }
 
@@ -193,6 +194,7 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 	status.Workload = nil
 	setCondition(status, p, ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
 	setCondition(status, p, ConditionReady, metav1.ConditionFalse, reason, msg)
+	recordFailureDomains(p.Namespace, p.Name, 0)
 	return ssa.ApplyStatus(ctx, r.Client, p, status, FieldManager)
 }
 
