@@ -96,11 +96,20 @@ func renderDomain(in domainInputs) (string, error) {
 		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{}},
 		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: guestAgentChannel}},
 	}}
-	dev.Serials = []libvirtxml.DomainSerial{{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}}}
+	// The console is also logged on the host: a guest that ignores its seed or never networks
+	// says why on its console, and an operator should not need to be attached at boot to see it.
+	dev.Serials = []libvirtxml.DomainSerial{{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Log:    &libvirtxml.DomainChardevLog{File: serialLogPath(s.DomainName), Append: "on"},
+	}}
 	dev.Consoles = []libvirtxml.DomainConsole{{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}}}
 	dev.MemBalloon = &libvirtxml.DomainMemBalloon{Model: "virtio"}
 	return dom.Marshal()
 }
+
+// serialLogPath is where libvirt's virtlogd writes the domain's console, in the directory where
+// libvirt keeps each domain's QEMU log.
+func serialLogPath(domain string) string { return "/var/log/libvirt/qemu/" + domain + "-serial.log" }
 
 func renderOS(s *infrav1.LibvirtMachineSpec, installAttached bool) *libvirtxml.DomainOS {
 	os := &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: s.MachineType, Type: "hvm"}}

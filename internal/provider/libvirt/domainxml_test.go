@@ -101,7 +101,9 @@ func TestRenderDomainBackingVolume(t *testing.T) {
 	if ch := d.Devices.Channels; len(ch) != 1 || ch[0].Target.VirtIO.Name != guestAgentChannel {
 		t.Errorf("guest agent channel: %+v", ch)
 	}
-	if len(d.Devices.Serials) != 1 || len(d.Devices.Consoles) != 1 || d.Devices.MemBalloon.Model != "virtio" {
+	if len(d.Devices.Serials) != 1 || d.Devices.Serials[0].Log == nil ||
+		d.Devices.Serials[0].Log.File != "/var/log/libvirt/qemu/banlieue-system-web-01-serial.log" ||
+		len(d.Devices.Consoles) != 1 || d.Devices.MemBalloon.Model != "virtio" {
 		t.Errorf("serial/console/balloon: %+v", d.Devices)
 	}
 	if n := d.Devices.Interfaces; len(n) != 1 || n[0].Source.Network.Network != "default" || n[0].Model.Type != "virtio" {
