@@ -19,6 +19,10 @@ manifests: ## CRDs and one ClusterRole per role, from the API types and rbac mar
 	  $(CONTROLLER_GEN) rbac:roleName=banlieue-$$role paths=./internal/$$dir/... output:rbac:dir=config/rbac/$$role; \
 	done
 
+.PHONY: docs
+docs: ## The API reference (docs/reference/api.md) from the generated CRDs.
+	go run ./hack/apidocs
+
 .PHONY: build
 build: ## The banlieue binary, into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/banlieue ./cmd/banlieue

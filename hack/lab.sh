@@ -80,21 +80,21 @@ up() {
   done_phase
 
   phase "banlieue objects: CRDs, RBAC, namespaces, credentials, Provider"
-  kubectl apply --server-side -f config/crd/bases >/dev/null
-  kubectl apply --server-side -R -f config/rbac >/dev/null
+  kubectl apply --server-side --force-conflicts -f config/crd/bases >/dev/null
+  for role in config/rbac/*/role.yaml; do kubectl apply --server-side --force-conflicts -f "$role" >/dev/null; done
   for ns in banlieue-system banlieue-imagebuild; do
-    kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
+    kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
   done
   # The guide's step 2, from the lab host's client credentials.
   kubectl -n "$namespace" create secret generic libvirt-lab-creds \
     --from-file=tls.crt="$BANLIEUE_LIBVIRT_PKI/clientcert.pem" \
     --from-file=tls.key="$BANLIEUE_LIBVIRT_PKI/clientkey.pem" \
-    --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
+    --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
   kubectl -n "$namespace" create configmap libvirt-lab-ca \
     --from-file=ca.crt="$BANLIEUE_LIBVIRT_PKI/cacert.pem" \
-    --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
-  kubectl apply --server-side -f examples/09-providerclass-libvirt.yaml >/dev/null
-  kubectl apply --server-side -f - >/dev/null <<YAML
+    --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  kubectl apply --server-side --force-conflicts -f examples/09-providerclass-libvirt.yaml >/dev/null
+  kubectl apply --server-side --force-conflicts -f - >/dev/null <<YAML
 apiVersion: banlieue.io/v1alpha1
 kind: Provider
 metadata:
@@ -114,6 +114,9 @@ YAML
   done_phase
 
   phase "banlieue roles as local processes"
+  # Restarted on every up, so they always run the binary just built.
+  stop provider-libvirt >/dev/null
+  stop controller >/dev/null
   local common=(--kubeconfig "$kubeconfig" --no-leader-elect --log-format text)
   start controller bin/banlieue controller "${common[@]}" --health-port 18081 --metrics-port 18080
   start provider-libvirt bin/banlieue provider libvirt "${common[@]}" --provider-name "$provider" \
@@ -121,12 +124,39 @@ YAML
   done_phase
 
   phase "waiting for the Provider to verify the host"
-  for _ in $(seq 60); do
-    [[ "$(kubectl -n "$namespace" get provider "$provider" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]] && break
-    sleep 1
-  done
+  wait_for "Provider $provider Ready" 60 kubectl -n "$namespace" get provider "$provider" \
+    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
+  done_phase
+
+  phase "guest image: a tiny Linux from Debian packages (cached after the first build)"
+  local guest
+  guest="$(hack/test-guest-image.sh | tail -1)/guest.raw"
+  echo "    $guest"
+  done_phase
+
+  phase "importing the image onto the host (the guide's 'Running an import by hand')"
+  bin/banlieue provider libvirt import --kubeconfig "$kubeconfig" \
+    --vmimage lab-guest --provider "$provider" --provider-namespace "$namespace" \
+    --pool lab --source "$guest"
+  done_phase
+
+  phase "VMImage, VMClass and VirtualMachine (hack/lab/virtualmachine.yaml)"
+  kubectl apply --server-side --force-conflicts -f hack/lab/virtualmachine.yaml
+  wait_for "VirtualMachine lab-vm-01 Ready" 180 kubectl -n "$namespace" get virtualmachine lab-vm-01 \
+    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
   done_phase
   status
+}
+
+# wait_for WHAT SECONDS CMD...: polls CMD until it prints True.
+wait_for() {
+  local what=$1 seconds=$2; shift 2
+  for _ in $(seq "$seconds"); do
+    [[ "$("$@" 2>/dev/null)" == True ]] && return 0
+    sleep 1
+  done
+  echo "    timed out waiting for $what; see $lab/*.log" >&2
+  return 1
 }
 
 # ensure_lab_pool gives the lab host the dir pool "lab" the Provider maps standard to.
@@ -151,8 +181,14 @@ status() {
     echo "\$ kubectl --kubeconfig $kubeconfig get banlieue -A"
     kubectl get banlieue -A
     echo
-    echo "\$ kubectl --kubeconfig $kubeconfig -n $namespace get provider $provider -o jsonpath='{.status.conditions}'"
-    kubectl -n "$namespace" get provider "$provider" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+    echo "\$ kubectl --kubeconfig $kubeconfig get virtualmachine,libvirtmachine -A"
+    kubectl get virtualmachine,libvirtmachine -A
+    echo
+    echo "\$ virsh -c 'qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki' list --all"
+    virsh -c "qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki" list --all
+    local domain="$namespace-lab-vm-01"
+    echo "serial console log of $domain: $libvirt_lab/state/log/qemu/$domain-serial.log"
+    echo "  (on the host it is /var/log/libvirt/qemu/$domain-serial.log; the lab keeps libvirt's state under $libvirt_lab/state)"
   fi
 }
 

@@ -28,6 +28,8 @@
 # /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt, /run/libvirt and /var/log/swtpm are
 # bind mounts of DIR/state/*, so `rm -rf DIR` after stop removes every trace.
 # BANLIEUE_LAB_SHARED_STATE=1 uses the real system paths instead (when unshare is refused).
+# BANLIEUE_LAB_KVM=1 lets guests use /dev/kvm; by default the lab hides it and guests run under
+# QEMU software emulation, as on a machine without KVM.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -149,13 +151,39 @@ in_lab_namespace() {
 	elif running "$DIR/virtlogd.pid"; then
 		nsenter --mount="/proc/$(cat "$DIR/virtlogd.pid")/ns/mnt" -- "$@"
 	else
-		local s=$DIR/state binds="" m
-		for m in etc:/etc/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt \
-			run:/run/libvirt swtpm:/var/log/swtpm; do
-			mkdir -p "$s/${m%%:*}"
-			binds="$binds mkdir -p ${m#*:} && mount --bind $s/${m%%:*} ${m#*:} &&"
-		done
-		unshare --mount --propagation private /bin/sh -c "$binds exec \"\$@\"" sh "$@"
+		local s=$DIR/state m script=$DIR/conf/namespace.sh
+		{
+			echo 'set -e'
+			for m in etc:/etc/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt \
+				run:/run/libvirt swtpm:/var/log/swtpm; do
+				mkdir -p "$s/${m%%:*}"
+				echo "mkdir -p ${m#*:} && mount --bind $s/${m%%:*} ${m#*:}"
+			done
+			# Guests run under QEMU software emulation unless BANLIEUE_LAB_KVM=1: a nested
+			# /dev/kvm can exist and still fail guests mid-boot ("emulation failure"), and CI
+			# machines may have none. libvirt re-probes QEMU on every call when /dev/kvm exists
+			# but is unusable, so the device must be absent, not merely broken: the daemons get
+			# a /dev of their own holding everything but kvm.
+			if [ "${BANLIEUE_LAB_KVM:-0}" != 1 ] && [ -e /dev/kvm ]; then
+				mkdir -p "$s/dev"
+				echo "mount -t tmpfs -o mode=755 lab-dev $s/dev"
+				for m in null zero full random urandom tty; do
+					[ -e "/dev/$m" ] && echo "touch $s/dev/$m && mount --bind /dev/$m $s/dev/$m"
+				done
+				for m in pts shm net mqueue hugepages; do
+					[ -d "/dev/$m" ] && echo "mkdir -p $s/dev/$m && mount --rbind /dev/$m $s/dev/$m"
+				done
+				# PTYs come from the devpts instance next to ptmx, as in any container's /dev.
+				echo "ln -s pts/ptmx $s/dev/ptmx"
+				echo "ln -s /proc/self/fd $s/dev/fd && ln -s /proc/self/fd/0 $s/dev/stdin"
+				echo "ln -s /proc/self/fd/1 $s/dev/stdout && ln -s /proc/self/fd/2 $s/dev/stderr"
+				echo "mount --move $s/dev /dev"
+			fi
+			echo 'exec "$@"'
+		} >"$script"
+		# Capabilities cached under another virtualisation setting would be stale.
+		rm -rf "$s/cache/qemu/capabilities"
+		unshare --mount --propagation private /bin/sh "$script" "$@"
 	fi
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
+	"banlieue.io/banlieue/internal/controller/pool"
 )
 
 // role describes one long-running subcommand: its lease, its default namespace, how it narrows
@@ -66,16 +67,12 @@ func (r *role) command(use, short string) *cobra.Command {
 func newControllerCommand() *cobra.Command {
 	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
-		return controller.Setup(mgr, controller.Options{Namespace: opts.Namespace})
+		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace}); err != nil {
+			return err
+		}
+		return pool.Setup(mgr, pool.Options{Namespace: opts.Namespace})
 	}
 	return r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
-}
-
-func newImagebuilderCommand() *cobra.Command {
-	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
-	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
-	cmd.AddCommand(newImagebuilderBuildCommand())
-	return cmd
 }
 
 func newProviderCommand() *cobra.Command {

@@ -78,7 +78,26 @@ func buildSeed(o seedBuildOptions) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomically(o.output, im)
+	return writeOutput(o.output, im)
+}
+
+// writeOutput writes a regular file (or a new one) atomically. A target that exists and is not a
+// regular file, such as /dev/stdout, a pipe or a device, is written in place: there is nothing to
+// replace atomically, and a temporary file beside it would need a writable /dev, then be renamed
+// over the /dev/stdout symlink itself.
+func writeOutput(path string, w io.WriterTo) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := w.WriteTo(f); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return f.Close()
+	}
+	return writeAtomically(path, w)
 }
 
 // readPayload reads a payload file, stopping one byte past the limit so a

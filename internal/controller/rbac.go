@@ -9,7 +9,7 @@ package controller
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines;virtualmachinepools;virtualmachineclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/finalizers;virtualmachineclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/finalizers;virtualmachinepools/finalizers;virtualmachineclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update

@@ -44,6 +44,11 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !p.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(&p, providerInUseFinalizer) {
+			// Machines still reference this Provider, and only its workload can tear their
+			// domains down: keep the workload running until they are gone.
+			return ctrl.Result{RequeueAfter: requeueDefault}, nil
+		}
 		return ctrl.Result{}, r.cleanup(ctx, &p)
 	}
 	if err := r.ensureFinalizer(ctx, &p); err != nil {
@@ -107,6 +112,10 @@ func (r *providerReconciler) ensureFinalizer(ctx context.Context, p *banlieuev1.
 }
 
 // cleanup deletes the workload of a Provider being deleted, then releases it.
+// providerInUseFinalizer is held by banlieue-controller while LibvirtMachines reference the
+// Provider (the name is the API contract; the operator does not import the controller).
+const providerInUseFinalizer = "banlieue.io/provider-in-use"
+
 func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider) error {
 	if !controllerutil.ContainsFinalizer(p, Finalizer) {
 		return nil

@@ -268,7 +268,14 @@ func (c *Client) await(ctx context.Context, pc *pendingCall) (frame, error) {
 	case <-ctx.Done():
 		return frame{}, ctx.Err()
 	case <-c.done:
-		return frame{}, c.err
+		// A frame routed just before the connection broke is still the answer: prefer it, so
+		// the caller sees what the peer said rather than the hang-up that followed.
+		select {
+		case f := <-pc.frames:
+			return f, nil
+		default:
+			return frame{}, c.err
+		}
 	}
 }
 

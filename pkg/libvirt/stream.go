@@ -19,7 +19,14 @@ type stream struct {
 	serial uint32
 	pc     *pendingCall
 	ended  bool // the server has finished or failed the stream
+	// early holds data libvirtd streamed before its reply to the call (a download can start
+	// before the reply is sent); recv returns it first.
+	early []frame
 }
+
+// maxEarlyFrames bounds what is held while the reply is awaited: libvirtd stops sending once
+// its window fills, so a few frames is all a well-behaved server sends.
+const maxEarlyFrames = 64
 
 // openStream sends the call and waits for its reply; only then may data flow.
 func (c *Client) openStream(ctx context.Context, proc procedure, args func(*xdr.Encoder)) (*stream, error) {
@@ -32,7 +39,12 @@ func (c *Client) openStream(ctx context.Context, proc procedure, args func(*xdr.
 		s.close()
 		return nil, err
 	}
-	f, err := s.recv(ctx)
+	f, err := s.recvWire(ctx)
+	for err == nil && (f.h.Type == wire.Stream || f.h.Type == wire.StreamHole) && f.h.Status == wire.Continue &&
+		len(s.early) < maxEarlyFrames {
+		s.early = append(s.early, f)
+		f, err = s.recvWire(ctx)
+	}
 	switch {
 	case err != nil:
 		// No reply: libvirtd may hold the stream open, and close aborts it.
@@ -64,6 +76,16 @@ func (s *stream) do(ctx context.Context, step func(context.Context) error) error
 
 // recv waits, under the client timeout, for the next frame of the stream.
 func (s *stream) recv(ctx context.Context) (frame, error) {
+	if len(s.early) > 0 {
+		f := s.early[0]
+		s.early = s.early[1:]
+		return f, nil
+	}
+	return s.recvWire(ctx)
+}
+
+// recvWire waits for the next frame from the connection itself.
+func (s *stream) recvWire(ctx context.Context) (frame, error) {
 	var f frame
 	err := s.do(ctx, func(ctx context.Context) (err error) {
 		f, err = s.c.await(ctx, s.pc)

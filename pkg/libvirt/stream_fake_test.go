@@ -50,3 +50,41 @@ func TestUploadStopsAtServerStreamError(t *testing.T) {
 		t.Fatalf("first data packet carried %d bytes, want %d", got, wire.MaxStreamData)
 	}
 }
+
+// libvirtd may start streaming a download before it sends the reply to the call; that data is
+// the start of the volume, not a protocol violation.
+func TestDownloadDataBeforeReply(t *testing.T) {
+	f := startFake(t, func(s *fakeSession) {
+		call, _, err := s.read()
+		if err != nil {
+			return
+		}
+		data := func(st wire.Status, payload []byte) {
+			h := call
+			h.Type, h.Status = wire.Stream, st
+			b := make([]byte, wire.MinFrame+len(payload))
+			copy(b[wire.MinFrame:], payload)
+			wire.PutHeader(b, h)
+			s.write(b)
+		}
+		data(wire.Continue, []byte("early "))
+		s.reply(call, wire.OK, nil)
+		data(wire.Continue, []byte("and late"))
+		data(wire.Continue, nil) // end of data
+		for {
+			h, _, err := s.read()
+			if err != nil {
+				return
+			}
+			if h.Type == wire.Stream && h.Status == wire.OK {
+				data(wire.OK, nil)
+			}
+		}
+	})
+	c := f.dial(t)
+	var buf bytes.Buffer
+	n, err := c.StorageVolDownload(testContext(t), StorageVol{Pool: "p", Name: "v", Key: "/v"}, &buf, nil)
+	if err != nil || n != 14 || buf.String() != "early and late" {
+		t.Fatalf("download = %q (%d bytes), %v", buf.String(), n, err)
+	}
+}

@@ -3,16 +3,23 @@
 // with the banlieue binary under test, maps the Job's PVC mounts onto local directories, and
 // writes the pod and Job statuses a cluster would, so the real controllers see real Job objects
 // and real transitions (active, then succeeded or failed with Complete or Failed conditions).
+// What a process writes to $BANLIEUE_TERMINATION_LOG becomes its pod's termination message, as
+// /dev/termination-log would. Run also serves outside tests: hack/jobrunner runs it for the
+// local lab.
 package jobrunner
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +42,11 @@ const (
 	apiTimeout     = 10 * time.Second
 )
 
-// Runner runs Jobs. Every field but Logf is required.
+// TerminationLogEnv names the file `banlieue imagebuilder build` writes its result to where no
+// kubelet provides /dev/termination-log.
+const TerminationLogEnv = "BANLIEUE_TERMINATION_LOG"
+
+// Runner runs Jobs. Client, Binary, Kubeconfig and Volumes are required.
 type Runner struct {
 	Client client.Client
 	// Binary is the banlieue binary that replaces the container image.
@@ -44,43 +55,84 @@ type Runner struct {
 	Kubeconfig string
 	// Volumes maps a PVC name to the local directory that stands for it.
 	Volumes map[string]string
+	// Env is added to every process's environment (KEY=VALUE), after the runner's own and the
+	// container's: what a cluster would provide through the image or the node, e.g.
+	// SSL_CERT_FILE naming a test server's CA.
+	Env []string
 	// Logf receives each finished pod's output; nil discards it.
 	Logf func(format string, args ...any)
+	// Errorf receives the runner's own failures (API errors); nil uses the log package.
+	Errorf func(format string, args ...any)
 
 	mu      sync.Mutex
 	started map[types.UID]bool
 	wg      sync.WaitGroup
+	tmp     string
 }
 
-// Start runs r until the test ends, then waits for the pods it started.
+// Start runs r until the test ends, then waits for the pods it started. Runner failures go to
+// the test log unless Errorf is set.
 func (r *Runner) Start(t testing.TB) {
+	t.Helper()
+	if r.Errorf == nil {
+		r.Errorf = t.Logf
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r.started = map[types.UID]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			r.poll(ctx, t)
-			select {
-			case <-ctx.Done():
-			case <-time.After(pollInterval):
-			}
-		}
-	}()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
-		r.wg.Wait()
+		if err := <-done; err != nil {
+			t.Errorf("jobrunner: %v", err)
+		}
 	})
 }
 
-func (r *Runner) poll(ctx context.Context, t testing.TB) {
+// Run runs Jobs until ctx is done, then waits for the pods already started: a pod is not killed
+// because its kubelet stops, and a process cut short would leave a half-written Job status.
+func (r *Runner) Run(ctx context.Context) error {
+	switch {
+	case r.Client == nil:
+		return errors.New("jobrunner: Client is required")
+	case r.Binary == "":
+		return errors.New("jobrunner: Binary is required")
+	case r.Kubeconfig == "":
+		return errors.New("jobrunner: Kubeconfig is required")
+	}
+	tmp, err := os.MkdirTemp("", "jobrunner-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	r.mu.Lock()
+	r.started, r.tmp = map[types.UID]bool{}, tmp
+	r.mu.Unlock()
+	for ctx.Err() == nil {
+		r.poll(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pollInterval):
+		}
+	}
+	r.wg.Wait()
+	return nil
+}
+
+func (r *Runner) errorf(format string, args ...any) {
+	if r.Errorf != nil {
+		r.Errorf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+func (r *Runner) poll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var jobs batchv1.JobList
 	if err := r.Client.List(ctx, &jobs, Selector); err != nil {
 		if ctx.Err() == nil {
-			t.Logf("jobrunner: listing Jobs: %v", err)
+			r.errorf("jobrunner: listing Jobs: %v", err)
 		}
 		return
 	}
@@ -94,7 +146,7 @@ func (r *Runner) poll(ctx context.Context, t testing.TB) {
 		r.started[job.UID] = true
 		r.mu.Unlock()
 		if !seen {
-			r.wg.Go(func() { r.run(context.WithoutCancel(ctx), t, &job) })
+			r.wg.Go(func() { r.run(context.WithoutCancel(ctx), &job) })
 		}
 	}
 }
@@ -109,7 +161,7 @@ func finished(job *batchv1.Job) bool {
 }
 
 // run plays the Job controller for one Job: one pod at a time, retried up to backoffLimit.
-func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
+func (r *Runner) run(ctx context.Context, job *batchv1.Job) {
 	limit := int32(6) // the Job API's default backoffLimit
 	if job.Spec.BackoffLimit != nil {
 		limit = *job.Spec.BackoffLimit
@@ -120,22 +172,22 @@ func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
 	for attempt := 0; ; attempt++ {
 		job.Status.Active, job.Status.Ready = 1, ptr.To[int32](1)
 		if err := r.updateJob(ctx, job); err != nil {
-			t.Logf("jobrunner: %v", err)
+			r.errorf("jobrunner: %v", err)
 			return
 		}
 		pod, err := r.createPod(ctx, job, attempt)
 		if err != nil {
 			// What a cluster does too: the Job stays active with no pod (for example when its
 			// service account does not exist) until the problem is fixed.
-			t.Logf("jobrunner: Job %s/%s: creating pod: %v", job.Namespace, job.Name, err)
+			r.errorf("jobrunner: Job %s/%s: creating pod: %v", job.Namespace, job.Name, err)
 			return
 		}
-		exitCode, output := r.exec(ctx, job)
+		exitCode, output, termination := r.exec(ctx, job, pod.Name)
 		if r.Logf != nil {
 			r.Logf("jobrunner: pod %s exited %d:\n%s", pod.Name, exitCode, output)
 		}
-		if err := r.finishPod(ctx, pod, exitCode, output); err != nil {
-			t.Logf("jobrunner: %v", err)
+		if err := r.finishPod(ctx, pod, exitCode, output, termination); err != nil {
+			r.errorf("jobrunner: %v", err)
 		}
 		job.Status.Active, job.Status.Ready = 0, ptr.To[int32](0)
 		if exitCode == 0 {
@@ -145,7 +197,7 @@ func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
 			setCondition(job, batchv1.JobSuccessCriteriaMet, "CompletionsReached", "Reached expected number of succeeded pods")
 			setCondition(job, batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods")
 			if err := r.updateJob(ctx, job); err != nil {
-				t.Logf("jobrunner: %v", err)
+				r.errorf("jobrunner: %v", err)
 			}
 			return
 		}
@@ -155,7 +207,7 @@ func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
 			setCondition(job, batchv1.JobFailureTarget, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 			setCondition(job, batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 			if err := r.updateJob(ctx, job); err != nil {
-				t.Logf("jobrunner: %v", err)
+				r.errorf("jobrunner: %v", err)
 			}
 			return
 		}
@@ -163,8 +215,9 @@ func (r *Runner) run(ctx context.Context, t testing.TB, job *batchv1.Job) {
 }
 
 // exec runs the container's argv with the banlieue binary, PVC mount paths rewritten to the
-// local directories that stand for the claims.
-func (r *Runner) exec(ctx context.Context, job *batchv1.Job) (int, string) {
+// local directories that stand for the claims. It returns the exit code, the output and what the
+// process wrote to its termination log.
+func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string) (int, string, string) {
 	spec := job.Spec.Template.Spec
 	c := spec.Containers[0]
 	argv := c.Args
@@ -190,15 +243,28 @@ func (r *Runner) exec(ctx context.Context, job *batchv1.Job) (int, string) {
 			}
 		}
 	}
+	// The kubelet's /dev/termination-log: one file per pod, read back after the exit.
+	termLog := filepath.Join(r.tmp, pod+".termination-log")
+	defer os.Remove(termLog)
 	cmd := exec.CommandContext(ctx, r.Binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig, "POD_NAMESPACE="+job.Namespace)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig, "POD_NAMESPACE="+job.Namespace, "POD_NAME="+pod,
+		TerminationLogEnv+"="+termLog)
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	cmd.Env = append(cmd.Env, r.Env...)
+	// A runner that dies (the lab's process is killed) takes its pods with it, as a node would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if err != nil && cmd.ProcessState == nil {
-		return 127, err.Error()
+		return 127, err.Error(), ""
 	}
-	return cmd.ProcessState.ExitCode(), out.String()
+	termination, _ := os.ReadFile(termLog)
+	return cmd.ProcessState.ExitCode(), out.String(), string(termination[:min(len(termination), maxTermination)])
 }
 
 func (r *Runner) createPod(ctx context.Context, job *batchv1.Job, attempt int) (*corev1.Pod, error) {
@@ -229,14 +295,18 @@ func (r *Runner) createPod(ctx context.Context, job *batchv1.Job, attempt int) (
 }
 
 // finishPod records the exit as the kubelet would with terminationMessagePolicy
-// FallbackToLogsOnError: a failed container's message is the tail of its output.
-func (r *Runner) finishPod(ctx context.Context, pod *corev1.Pod, exitCode int, output string) error {
+// FallbackToLogsOnError: the message is what the process wrote to its termination log, or, for a
+// failed container that wrote none, the tail of its output. (The runner falls back for every
+// policy: Jobs that never set one still get a useful message in tests.)
+func (r *Runner) finishPod(ctx context.Context, pod *corev1.Pod, exitCode int, output, termination string) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	phase, reason, message := corev1.PodSucceeded, "Completed", ""
+	phase, reason, message := corev1.PodSucceeded, "Completed", termination
 	if exitCode != 0 {
 		phase, reason = corev1.PodFailed, "Error"
-		message = output[max(0, len(output)-maxTermination):]
+		if message == "" {
+			message = output[max(0, len(output)-maxTermination):]
+		}
 	}
 	pod.Status.Phase = phase
 	pod.Status.ContainerStatuses[0].Ready = false

@@ -32,6 +32,10 @@ type domainInputs struct {
 	installDetached bool
 	// seed is the NoCloud seed ISO's path; empty until the seed volume exists.
 	seed string
+	// macs are the MAC addresses libvirt gave the interfaces of the existing definition, by
+	// position. A redefine keeps them: a generated MAC would otherwise change on every pass, and
+	// the seed's network-config matches interfaces by MAC.
+	macs []string
 }
 
 // renderDomain builds the domain definition of SPEC §3.5.1. libvirtxml escapes markup; control
@@ -83,7 +87,7 @@ func renderDomain(in domainInputs) (string, error) {
 	if dev.Disks, err = renderDisks(s, in); err != nil {
 		return "", err
 	}
-	if dev.Interfaces, err = renderInterfaces(s.Network); err != nil {
+	if dev.Interfaces, err = renderInterfaces(s.Network, in.macs); err != nil {
 		return "", err
 	}
 	if s.TPMEnabled {
@@ -198,7 +202,7 @@ func ejectedInstallerXML(s *infrav1.LibvirtMachineSpec) (string, error) {
 	return d.Marshal()
 }
 
-func renderInterfaces(nics []infrav1.LibvirtNetworkInterface) ([]libvirtxml.DomainInterface, error) {
+func renderInterfaces(nics []infrav1.LibvirtNetworkInterface, assigned []string) ([]libvirtxml.DomainInterface, error) {
 	var out []libvirtxml.DomainInterface
 	for i, n := range nics {
 		field := fmt.Sprintf("spec.network[%d]", i)
@@ -212,8 +216,15 @@ func renderInterfaces(nics []infrav1.LibvirtNetworkInterface) ([]libvirtxml.Doma
 		} else {
 			iface.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: n.Source.Name}
 		}
-		if n.MACAddress != "" {
-			iface.MAC = &libvirtxml.DomainInterfaceMAC{Address: n.MACAddress}
+		mac := n.MACAddress
+		if mac == "" && i < len(assigned) {
+			mac = assigned[i]
+		}
+		if err := checkText(map[string]string{field + " assigned MAC": mac}); err != nil {
+			return nil, err
+		}
+		if mac != "" {
+			iface.MAC = &libvirtxml.DomainInterfaceMAC{Address: mac}
 		}
 		model := n.Model
 		if model == "" {

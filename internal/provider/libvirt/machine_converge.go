@@ -63,19 +63,31 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 	if installMedia && !obs.mediaDetached {
 		in.installMedia = boot.Key
 	}
+	var current *libvirtxml.Domain
 	existing, err := c.DomainLookupByName(ctx, s.DomainName)
 	switch {
 	case err == nil:
 		in.uuid = existing.UUID.String()
+		if current, err = readDefinition(ctx, c, existing); err != nil {
+			return obs, err
+		}
+		in.macs = interfaceMACs(current)
 	case !libvirt.IsNotFound(err):
 		return obs, err
 	}
 	seed, err := c.StorageVolLookupByName(ctx, pool, seedVolume(s.DomainName))
 	switch {
-	case err == nil:
+	case err == nil && attaches(current, seed.Key):
 		// A seed is never rewritten: cloud-init has consumed it, and editing userData later
 		// must not change what a running guest sees on its next boot.
 		in.seed = seed.Key
+	case err == nil:
+		// The definition that attaches the seed is its commit point. A seed no definition
+		// attaches was left by a pass that stopped before it (it may be partly uploaded), or
+		// belongs to an earlier domain of this name (its instance-id is stale): make it anew.
+		if err := c.StorageVolDelete(ctx, seed); err != nil && !libvirt.IsNotFound(err) {
+			return obs, fmt.Errorf("deleting the uncommitted seed volume: %w", err)
+		}
 	case !libvirt.IsNotFound(err):
 		return obs, err
 	}
@@ -83,8 +95,14 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		return obs, err
 	}
 	if in.seed == "" {
-		// The seed's instance-id is the domain's UUID, which exists only once defined.
-		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain); err != nil {
+		// The seed's instance-id is the domain's UUID, and its network-config the MACs libvirt
+		// assigned: both exist only once defined, and the second define must keep the MACs.
+		def, err := readDefinition(ctx, c, obs.domain)
+		if err != nil {
+			return obs, err
+		}
+		in.macs = interfaceMACs(def)
+		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs); err != nil {
 			return obs, err
 		}
 		in.uuid = obs.domain.UUID.String()
@@ -119,6 +137,59 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 	return obs, nil
 }
 
+// refreshPool rescans the pool so volumes created outside libvirt show up. libvirtd refuses a
+// refresh while an upload into the pool runs (an image import, say); the volumes this provider
+// creates go through libvirt and are known without one, so that refusal is not a failure.
+func refreshPool(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool) error {
+	err := c.StoragePoolRefresh(ctx, pool)
+	var remote *libvirt.Error
+	if errors.As(err, &remote) && strings.Contains(remote.Message, "asynchronous jobs running") {
+		return nil
+	}
+	return err
+}
+
+// readDefinition returns the domain's persistent definition.
+func readDefinition(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) (*libvirtxml.Domain, error) {
+	const inactive = 2 // VIR_DOMAIN_XML_INACTIVE: the persistent definition, not the live one
+	xml, err := c.DomainXMLDesc(ctx, dom, inactive)
+	if err != nil {
+		return nil, err
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(xml); err != nil {
+		return nil, fmt.Errorf("reading back the definition of %s: %w", dom.Name, err)
+	}
+	return &def, nil
+}
+
+// interfaceMACs lists the definition's interface MACs by position.
+func interfaceMACs(def *libvirtxml.Domain) []string {
+	if def == nil || def.Devices == nil {
+		return nil
+	}
+	macs := make([]string, len(def.Devices.Interfaces))
+	for i, iface := range def.Devices.Interfaces {
+		if iface.MAC != nil {
+			macs[i] = iface.MAC.Address
+		}
+	}
+	return macs
+}
+
+// attaches reports whether the definition has a CD-ROM holding path.
+func attaches(def *libvirtxml.Domain, path string) bool {
+	if def == nil || def.Devices == nil {
+		return false
+	}
+	for _, d := range def.Devices.Disks {
+		if d.Device == "cdrom" && d.Source != nil && d.Source.File != nil && d.Source.File.File == path {
+			return true
+		}
+	}
+	return false
+}
+
 // ensureDisks creates the OS disk and data disks that do not exist yet and returns every disk's
 // host path. Existing volumes are never resized or recreated.
 func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
@@ -146,7 +217,7 @@ func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 		if vol, err = c.StorageVolCreateXML(ctx, pool, xml, 0); err != nil {
 			return nil, fmt.Errorf("creating volume %s: %w", name, err)
 		}
-		if err := c.StoragePoolRefresh(ctx, pool); err != nil {
+		if err := refreshPool(ctx, c, pool); err != nil {
 			return nil, err
 		}
 		paths[i] = vol.Key
@@ -169,12 +240,12 @@ func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Do
 // createSeed uploads the machine's NoCloud seed, built in memory: the guest's bootstrap
 // credentials never touch this process's filesystem.
 func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
-	dom libvirt.Domain) (string, error) {
+	dom libvirt.Domain, macs []string) (string, error) {
 	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName}
 	if m.Spec.UserData != "" {
 		seed.UserData = []byte(m.Spec.UserData)
 	}
-	network, err := seedNetworkConfig(ctx, c, m, dom)
+	network, err := seedNetworkConfig(m, macs)
 	if err != nil {
 		return "", err
 	}
@@ -200,15 +271,15 @@ func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 		_ = c.StorageVolDelete(ctx, vol)
 		return "", fmt.Errorf("uploading the seed: %w", err)
 	}
-	if err := c.StoragePoolRefresh(ctx, pool); err != nil {
+	if err := refreshPool(ctx, c, pool); err != nil {
 		return "", err
 	}
 	return vol.Key, nil
 }
 
 // seedNetworkConfig renders network-config v2 for the NICs with static addresses, matched by
-// the MAC libvirt assigned when the spec leaves it unset.
-func seedNetworkConfig(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain) ([]byte, error) {
+// MAC: the spec's, else the one libvirt assigned (by position).
+func seedNetworkConfig(m *infrav1.LibvirtMachine, assigned []string) ([]byte, error) {
 	static := false
 	for _, n := range m.Spec.Network {
 		static = static || n.IPAM.Static != nil
@@ -216,19 +287,11 @@ func seedNetworkConfig(ctx context.Context, c *libvirt.Client, m *infrav1.Libvir
 	if !static {
 		return nil, nil
 	}
-	xml, err := c.DomainXMLDesc(ctx, dom, 0)
-	if err != nil {
-		return nil, err
-	}
-	var def libvirtxml.Domain
-	if err := def.Unmarshal(xml); err != nil {
-		return nil, fmt.Errorf("reading back the domain definition: %w", err)
-	}
 	nics := make([]nocloud.NIC, len(m.Spec.Network))
 	for i, n := range m.Spec.Network {
 		nics[i] = nocloud.NIC{Name: n.Name, MAC: n.MACAddress}
-		if nics[i].MAC == "" && def.Devices != nil && i < len(def.Devices.Interfaces) && def.Devices.Interfaces[i].MAC != nil {
-			nics[i].MAC = def.Devices.Interfaces[i].MAC.Address
+		if nics[i].MAC == "" && i < len(assigned) {
+			nics[i].MAC = assigned[i]
 		}
 		if st := n.IPAM.Static; st != nil {
 			nics[i].Static = &nocloud.StaticIP{Address: st.Address, Prefix: uint8(st.Prefix), Gateway: st.Gateway,

@@ -47,6 +47,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
+	t.Run("a static NIC keeps its MAC and a stray seed is replaced", func(t *testing.T) { s.testStaticNICAndStraySeed(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
 			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)
@@ -248,14 +249,30 @@ func (s *machineSuite) readSeed(ctx context.Context, t *testing.T, vol libvirt.S
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	read := func(name string) string {
-		out, err := exec.Command("isoinfo", "-J", "-i", path, "-x", name).Output()
-		if err != nil {
-			t.Fatalf("isoinfo -x %s: %v", name, err)
-		}
-		return string(out)
+	return isoFile(t, path, "/meta-data"), isoFile(t, path, "/user-data")
+}
+
+// readSeedFile downloads the seed volume and returns one file of it, read with isoinfo.
+func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvirt.StorageVol, name string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
+		t.Fatal(err)
 	}
-	return read("/meta-data"), read("/user-data")
+	path := filepath.Join(t.TempDir(), "seed.iso")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return isoFile(t, path, name)
+}
+
+func isoFile(t *testing.T, iso, name string) string {
+	t.Helper()
+	out, err := exec.Command("isoinfo", "-J", "-i", iso, "-x", name).Output()
+	if err != nil {
+		t.Fatalf("isoinfo -x %s: %v", name, err)
+	}
+	return string(out)
 }
 
 func (s *machineSuite) waitGone(ctx context.Context, t *testing.T, key client.ObjectKey) {
@@ -330,6 +347,79 @@ func (s *machineSuite) testReportedError(ctx context.Context, t *testing.T, name
 	}
 	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
 		t.Errorf("nothing may be defined for a machine that cannot converge: %v", err)
+	}
+	if err := s.env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+}
+
+// testStaticNICAndStraySeed: the seed's network-config names the MAC the interface really has,
+// pass after pass; and a seed volume no definition attaches (left by an interrupted pass) is
+// not trusted.
+func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing.T) {
+	network := s.pool + "-net"
+	// Defined, not started: defining a powered-off domain needs no bridge on this machine.
+	if _, err := s.host.NetworkDefineXML(ctx, "<network><name>"+network+"</name></network>"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if n, err := s.host.NetworkLookupByName(context.Background(), network); err == nil {
+			_ = s.host.NetworkUndefine(context.Background(), n)
+		}
+	})
+	m := s.machine(testNamespace, "static-01")
+	m.Spec.DesiredPowerState = banlieuev1.PoweredOff
+	m.Spec.Network = []infrav1.LibvirtNetworkInterface{{Name: "nic0", Source: infrav1.NetworkSource{Kind: infrav1.SourceNetwork, Name: network},
+		IPAM: banlieuev1.IpamSpec{Static: &banlieuev1.StaticIpamConfig{Address: "192.0.2.10", Prefix: 24, Gateway: "192.0.2.1"}}}}
+
+	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := renderVolume(volumeSpec{name: seedVolume(m.Spec.DomainName), capacity: 4096, format: formatRaw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.host.StorageVolCreateXML(ctx, pool, stray, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		return c != nil && c.Reason == ReasonDomainNotRunning
+	})
+	dom, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macOf := func() string {
+		def, err := readDefinition(ctx, s.host, dom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return interfaceMACs(def)[0]
+	}
+	mac := macOf()
+	time.Sleep(3 * time.Second) // a few more passes redefine the domain
+	if again := macOf(); again != mac || mac == "" {
+		t.Errorf("the interface's MAC changed across redefines: %q then %q", mac, again)
+	}
+
+	seed, err := s.host.StorageVolLookupByName(ctx, pool, seedVolume(m.Spec.DomainName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metaData, _ := s.readSeed(ctx, t, seed)
+	if !strings.Contains(metaData, "instance-id: "+got.Status.DomainUUID) {
+		t.Errorf("the stray seed was kept: meta-data %q", metaData)
+	}
+	network2 := s.readSeedFile(ctx, t, seed, "/network-config")
+	if !strings.Contains(network2, mac) || !strings.Contains(network2, "192.0.2.10/24") {
+		t.Errorf("network-config must match the interface's MAC %s:\n%s", mac, network2)
 	}
 	if err := s.env.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)

@@ -20,3 +20,8 @@ func init() {
 func recordFailureDomains(namespace, name string, n int) {
 	failureDomainsMetric.WithLabelValues(namespace+"/"+name, ClassName).Set(float64(n))
 }
+
+// forgetFailureDomains drops a deleted Provider's series.
+func forgetFailureDomains(namespace, name string) {
+	failureDomainsMetric.DeleteLabelValues(namespace+"/"+name, ClassName)
+}

@@ -5,6 +5,8 @@ package hostconn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"unicode/utf8"
 
@@ -90,7 +92,9 @@ func resolveCABundle(ctx context.Context, r client.Reader, ns string, src *banli
 	}
 	switch {
 	case src.Inline != "":
-		return []byte(src.Inline), "inline", nil
+		// The text itself versions an inline CA, so editing it redials.
+		sum := sha256.Sum256([]byte(src.Inline))
+		return []byte(src.Inline), "inline:" + hex.EncodeToString(sum[:8]), nil
 	case src.ConfigMapRef != nil:
 		key := keyOrDefault(src.ConfigMapRef.Key)
 		var cm corev1.ConfigMap

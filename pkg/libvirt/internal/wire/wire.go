@@ -83,6 +83,10 @@ func PutHeader(frame []byte, h Header) {
 
 // ReadFrame reads one frame and returns its header and a freshly allocated payload. The
 // length is validated before the payload is allocated.
+// MaxStreamPayload is libvirt's VIR_NET_MESSAGE_LEGACY_PAYLOAD_MAX, the most a stream packet
+// carries.
+const MaxStreamPayload = 256 << 10
+
 func ReadFrame(r io.Reader) (Header, []byte, error) {
 	var pre [MinFrame]byte
 	if _, err := io.ReadFull(r, pre[:LenSize]); err != nil {
@@ -102,6 +106,11 @@ func ReadFrame(r io.Reader) (Header, []byte, error) {
 		Type:      Type(binary.BigEndian.Uint32(pre[16:])),
 		Serial:    binary.BigEndian.Uint32(pre[20:]),
 		Status:    Status(binary.BigEndian.Uint32(pre[24:])),
+	}
+	if (h.Type == Stream || h.Type == StreamHole) && n-MinFrame > MaxStreamPayload {
+		// libvirtd never sends stream packets this large; refusing them before allocating keeps
+		// a stream's memory to a few packets whatever the peer claims.
+		return Header{}, nil, &FrameError{Msg: fmt.Sprintf("stream packet of %d bytes exceeds %d", n-MinFrame, MaxStreamPayload)}
 	}
 	payload := make([]byte, n-MinFrame)
 	if _, err := io.ReadFull(r, payload); err != nil {

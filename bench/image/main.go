@@ -1,0 +1,567 @@
+// Command image compares `banlieue provider libvirt import` (the real binary, against a real
+// API server) with `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw
+// image into a dir pool of the lab libvirtd (hack/libvirt-lab.sh).
+//
+//	go run . [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH]
+//
+// Each contender runs as its own process; its peak RSS is the kernel's ru_maxrss for that
+// process (what /usr/bin/time -v reports as "Maximum resident set size"). After every run the
+// volume file on the host is hashed and compared with the source, and its allocated blocks are
+// recorded. Everything the benchmark creates (a transient pool, its volumes, the API server) is
+// removed at the end.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+const ns = "banlieue-system"
+
+func main() {
+	lab := flag.String("lab", os.Getenv("BANLIEUE_LIBVIRT_LAB"), "lab directory (hack/libvirt-lab.sh)")
+	size := flag.Int64("size", 4<<30, "image size in bytes")
+	dataPct := flag.Float64("data-percent", 20, "percentage of the image that holds data")
+	rounds := flag.Int("rounds", 3, "alternating rounds; medians are reported")
+	bin := flag.String("banlieue", "", "banlieue binary (default: built from the repository)")
+	work := flag.String("dir", "/var/tmp/banlieue-bench-image", "where the source image is kept between runs")
+	flag.Parse()
+	if *lab == "" {
+		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
+	}
+	b := &bench{lab: *lab, pki: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_PKI"), filepath.Join(*lab, "pki")),
+		endpoint: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), "qemu+tls://127.0.0.1/system")}
+	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
+	onSignal(b.cleanup)
+	err := b.run(*size, *dataPct, *rounds, *bin, *work)
+	b.cleanup()
+	fatal(err)
+}
+
+// onSignal runs cleanup and exits on SIGINT or SIGTERM, so an interrupted run leaves no pool,
+// domain or API server behind.
+func onSignal(cleanup func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		fmt.Fprintln(os.Stderr, "bench: interrupted, cleaning up")
+		cleanup()
+		os.Exit(130)
+	}()
+}
+
+func fatal(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+type bench struct {
+	lab, pki, endpoint, uri string
+	host                    *libvirt.Client
+	env                     *envtest.Environment
+	pool                    libvirt.StoragePool
+	poolDir                 string
+	tmp                     string
+}
+
+type result struct {
+	name          string
+	wall, upload  time.Duration // whole command(s); the upload alone
+	rss           int64         // bytes
+	allocated     int64         // bytes of the volume on the host
+	contentOK     bool
+	uploadCounted bool
+}
+
+func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) error {
+	ctx := context.Background()
+	var err error
+	if b.tmp, err = os.MkdirTemp("", "bench-image-"); err != nil {
+		return err
+	}
+	if bin == "" {
+		bin = filepath.Join(b.tmp, "banlieue")
+		fmt.Println("building banlieue ...")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building banlieue: %v\n%s", err, out)
+		}
+	}
+	src, data, err := sourceImage(work, size, dataPct)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("source %s: %d bytes, %d data bytes (%.1f %%)\n", src, size, data, 100*float64(data)/float64(size))
+	sum, err := sha256File(src)
+	if err != nil {
+		return err
+	}
+	fmt.Println("source sha256:", sum)
+
+	creds, err := libvirt.ReadPKIDir(b.pki)
+	if err != nil {
+		return err
+	}
+	ep, err := libvirt.ParseEndpoint(b.endpoint)
+	if err != nil {
+		return err
+	}
+	if b.host, err = (libvirt.Dialer{Endpoint: ep, Credentials: creds}).Dial(ctx); err != nil {
+		return err
+	}
+	name := "bench-image-" + randHex(3)
+	b.poolDir = filepath.Join(b.lab, "pools", name)
+	if err := os.MkdirAll(b.poolDir, 0o711); err != nil {
+		return err
+	}
+	if b.pool, err = b.host.StoragePoolCreateXML(ctx,
+		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, b.poolDir), 0); err != nil {
+		return err
+	}
+	kubeconfig, err := b.startAPIServer(ctx)
+	if err != nil {
+		return err
+	}
+
+	contenders := []struct {
+		name string
+		run  func() (result, error)
+	}{
+		{"banlieue import", func() (result, error) {
+			return b.ours(bin, kubeconfig, src, sum)
+		}},
+		{"virsh vol-upload", func() (result, error) { return b.virsh(src, sum, size, false) }},
+		{"virsh vol-upload --sparse", func() (result, error) { return b.virsh(src, sum, size, true) }},
+	}
+	all := map[string][]result{}
+	for r := 0; r < rounds; r++ {
+		for _, c := range contenders {
+			res, err := c.run()
+			for attempt := 1; err != nil && attempt < 3; attempt++ {
+				// Other suites restart the shared lab libvirtd; start this run over on a fresh connection.
+				fmt.Printf("round %d %s failed, retrying: %v\n", r+1, c.name, err)
+				time.Sleep(3 * time.Second)
+				if err = b.recover(ctx); err == nil {
+					res, err = c.run()
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			res.name = c.name
+			fmt.Printf("round %d %-27s wall %7.2fs upload %7.2fs  peak RSS %6.1f MiB  allocated %7.1f MiB  content ok %v\n",
+				r+1, c.name, res.wall.Seconds(), res.upload.Seconds(), mib(res.rss), mib(res.allocated), res.contentOK)
+			all[c.name] = append(all[c.name], res)
+			if !res.contentOK {
+				return fmt.Errorf("%s: volume content differs from the source", c.name)
+			}
+		}
+	}
+	fmt.Println()
+	fmt.Printf("medians over %d rounds (machine shared with other jobs):\n", rounds)
+	fmt.Printf("| %-27s | %9s | %9s | %10s | %9s | %12s |\n", "tool", "wall s", "upload s", "wall ratio", "peak RSS", "allocated")
+	ourWall := median(all[contenders[0].name], func(r result) float64 { return r.wall.Seconds() })
+	for _, c := range contenders {
+		rs := all[c.name]
+		w := median(rs, func(r result) float64 { return r.wall.Seconds() })
+		u := median(rs, func(r result) float64 { return r.upload.Seconds() })
+		rss := median(rs, func(r result) float64 { return mib(r.rss) })
+		alloc := median(rs, func(r result) float64 { return mib(r.allocated) })
+		fmt.Printf("| %-27s | %9.2f | %9.2f | %9.2fx | %5.1f MiB | %8.0f MiB |\n", c.name, w, u, ourWall/w, rss, alloc)
+	}
+	return nil
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func median(rs []result, f func(result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+var importedRE = regexp.MustCompile(`imported .* in ([0-9.]+[a-zµ]+) \(`)
+
+// ours runs the real binary the way an import Job does, with --checksum as the controller passes it.
+func (b *bench) ours(bin, kubeconfig, src, sum string) (result, error) {
+	cmd := timed(b.tmp, bin, "provider", "libvirt", "import", "--kubeconfig", kubeconfig,
+		"--vmimage", "bench", "--provider", "lab", "--provider-namespace", ns, "--pool", b.pool.Name,
+		"--source", src, "--checksum", "sha256:"+sum)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
+	if err != nil {
+		return result{}, fmt.Errorf("%v\n%s", err, out)
+	}
+	rss, err := maxRSS(b.tmp)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{wall: wall, rss: rss}
+	if m := importedRE.FindSubmatch(out); m != nil {
+		if d, err := time.ParseDuration(string(m[1])); err == nil {
+			res.upload = d
+		}
+	}
+	if err := b.verify(&res, "bench.raw", sum); err != nil {
+		return res, err
+	}
+	return res, b.deleteVolumes("bench.raw", "bench.raw.sha256")
+}
+
+// virsh creates the volume as the import does (raw, allocation 0) and uploads into it; the wall
+// time covers both commands, RSS is vol-upload's.
+func (b *bench) virsh(src, sum string, size int64, sparse bool) (result, error) {
+	vol := "virsh-dense.raw"
+	if sparse {
+		vol = "virsh-sparse.raw"
+	}
+	start := time.Now()
+	create := exec.Command("virsh", "-q", "-c", b.uri, "vol-create-as", b.pool.Name, vol, fmt.Sprint(size),
+		"--allocation", "0", "--format", "raw")
+	if out, err := create.CombinedOutput(); err != nil {
+		return result{}, fmt.Errorf("vol-create-as: %v\n%s", err, out)
+	}
+	args := []string{"-q", "-c", b.uri, "vol-upload", "--pool", b.pool.Name, vol, src}
+	if sparse {
+		args = append(args, "--sparse")
+	}
+	up := timed(b.tmp, "virsh", args...)
+	upStart := time.Now()
+	if out, err := up.CombinedOutput(); err != nil {
+		return result{}, fmt.Errorf("vol-upload: %v\n%s", err, out)
+	}
+	res := result{upload: time.Since(upStart), wall: time.Since(start)}
+	var err error
+	if res.rss, err = maxRSS(b.tmp); err != nil {
+		return res, err
+	}
+	if err := b.verify(&res, vol, sum); err != nil {
+		return res, err
+	}
+	return res, b.deleteVolumes(vol)
+}
+
+// timed runs a command under /usr/bin/time, whose "Maximum resident set size" is the command's
+// own peak. (The ru_maxrss of a child of this process would not do: a child forked by a large
+// parent inherits the parent's high-water mark.)
+func timed(dir, name string, args ...string) *exec.Cmd {
+	return exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", filepath.Join(dir, "rss"), name}, args...)...)
+}
+
+// maxRSS reads what /usr/bin/time wrote, in KiB, as bytes.
+func maxRSS(dir string) (int64, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "rss"))
+	if err != nil {
+		return 0, err
+	}
+	var kib int64
+	if _, err := fmt.Sscan(strings.TrimSpace(string(data)), &kib); err != nil {
+		return 0, fmt.Errorf("reading /usr/bin/time output %q: %w", data, err)
+	}
+	return kib << 10, nil
+}
+
+// verify hashes the volume file on the host and records its allocation.
+func (b *bench) verify(res *result, vol, want string) error {
+	path := filepath.Join(b.poolDir, vol)
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return err
+	}
+	res.allocated = st.Blocks * 512
+	got, err := sha256File(path)
+	if err != nil {
+		return err
+	}
+	res.contentOK = got == want
+	return nil
+}
+
+// recover redials the host, recreates the pool if a libvirtd restart lost it, and empties it.
+func (b *bench) recover(ctx context.Context) error {
+	_ = b.host.Close()
+	creds, err := libvirt.ReadPKIDir(b.pki)
+	if err != nil {
+		return err
+	}
+	ep, err := libvirt.ParseEndpoint(b.endpoint)
+	if err != nil {
+		return err
+	}
+	if b.host, err = (libvirt.Dialer{Endpoint: ep, Credentials: creds}).Dial(ctx); err != nil {
+		return err
+	}
+	name := b.pool.Name
+	if b.pool, err = b.host.StoragePoolLookupByName(ctx, name); err != nil {
+		b.pool.Name = name
+		if b.pool, err = b.host.StoragePoolCreateXML(ctx,
+			fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, b.poolDir), 0); err != nil {
+			b.pool.Name = name
+			return err
+		}
+	}
+	if err := b.host.StoragePoolRefresh(ctx, b.pool); err != nil {
+		return err
+	}
+	vols, err := b.host.StoragePoolListAllVolumes(ctx, b.pool)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if err := b.host.StorageVolDelete(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) deleteVolumes(names ...string) error {
+	ctx := context.Background()
+	if err := b.host.StoragePoolRefresh(ctx, b.pool); err != nil {
+		return err
+	}
+	for _, n := range names {
+		v, err := b.host.StorageVolLookupByName(ctx, b.pool, n)
+		if err != nil {
+			return fmt.Errorf("looking up %s: %w", n, err)
+		}
+		if err := b.host.StorageVolDelete(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) cleanup() {
+	ctx := context.Background()
+	if b.host != nil && b.pool.Name != "" {
+		_ = b.host.StoragePoolRefresh(ctx, b.pool)
+		if vols, err := b.host.StoragePoolListAllVolumes(ctx, b.pool); err == nil {
+			for _, v := range vols {
+				_ = b.host.StorageVolDelete(ctx, v)
+			}
+		}
+		_ = b.host.StoragePoolDestroy(ctx, b.pool)
+		_ = os.RemoveAll(b.poolDir)
+	}
+	if b.host != nil {
+		_ = b.host.Close()
+	}
+	if b.env != nil {
+		_ = b.env.Stop()
+	}
+	if b.tmp != "" {
+		_ = os.RemoveAll(b.tmp)
+	}
+}
+
+// startAPIServer runs envtest with banlieue's CRDs, creates the lab Provider with its Secret and
+// CA ConfigMap, and writes a kubeconfig for the import binary.
+func (b *bench) startAPIServer(ctx context.Context) (string, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		home, _ := os.UserHomeDir()
+		cache := cmpOr(os.Getenv("BANLIEUE_CACHE"), filepath.Join(home, ".cache", "banlieue"))
+		m, _ := filepath.Glob(filepath.Join(cache, "envtest", "v*"))
+		if len(m) == 0 {
+			return "", errors.New("no envtest binaries: run hack/envtest-assets.sh or set KUBEBUILDER_ASSETS")
+		}
+		os.Setenv("KUBEBUILDER_ASSETS", m[len(m)-1])
+	}
+	b.env = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := b.env.Start()
+	if err != nil {
+		b.env = nil
+		return "", fmt.Errorf("starting envtest: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+	if err != nil {
+		return "", err
+	}
+	read := func(n string) []byte { d, _ := os.ReadFile(filepath.Join(b.pki, n)); return d }
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
+			Data: map[string][]byte{"tls.crt": read("clientcert.pem"), "tls.key": read("clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
+			Data: map[string]string{"ca.crt": string(read("cacert.pem"))}},
+		&banlieuev1.Provider{
+			ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns},
+			Spec: banlieuev1.ProviderSpec{
+				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+				Connection: banlieuev1.ProviderConnection{
+					Endpoint:       b.endpoint,
+					CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
+					CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
+				},
+				Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+					{Name: "standard", Target: map[string]string{"pool": b.pool.Name}}}},
+			},
+		},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			return "", err
+		}
+	}
+	return writeKubeconfig(cfg, filepath.Join(b.tmp, "kubeconfig"))
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) (string, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+// sourceImage writes (once; it is reused while its parameters match) a sparse raw image whose
+// data is random bytes in extents of 64 KiB to 4 MiB scattered over the file, holes elsewhere.
+func sourceImage(dir string, size int64, pct float64) (string, int64, error) {
+	path := filepath.Join(dir, fmt.Sprintf("source-%d-%g.raw", size, pct))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", 0, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() == size {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return path, dataBytes(path, size, st), nil
+		}
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return "", 0, err
+	}
+	// One extent per 16 MiB segment, at a random 4 KiB-aligned offset inside it; extent lengths
+	// vary around the mean that gives pct.
+	const seg = 16 << 20
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	mean := int64(float64(seg) * pct / 100)
+	buf := make([]byte, 1<<20)
+	var total int64
+	for off := int64(0); off < size; off += seg {
+		n := mean/2 + rng.Int64N(mean+1) // mean/2 .. 3*mean/2
+		n &^= 4095
+		if left := size*int64(pct)/100 - total; off+seg >= size && left > 0 {
+			n = min(left&^4095, seg)
+		}
+		n = min(n, seg, size-off)
+		start := off + (rng.Int64N(seg-n+1) &^ 4095)
+		for w := int64(0); w < n; {
+			k := min(int64(len(buf)), n-w)
+			_, _ = rand.Read(buf[:k])
+			if _, err := f.WriteAt(buf[:k], start+w); err != nil {
+				return "", 0, err
+			}
+			w += k
+		}
+		total += n
+	}
+	if err := f.Sync(); err != nil {
+		return "", 0, err
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return "", 0, err
+	}
+	return path, total, nil
+}
+
+// dataBytes counts the data extents of a file with SEEK_DATA/SEEK_HOLE.
+func dataBytes(path string, size int64, _ *syscall.Stat_t) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	var total, off int64
+	for off < size {
+		d, err := f.Seek(off, 3) // SEEK_DATA
+		if err != nil {
+			break
+		}
+		h, err := f.Seek(d, 4) // SEEK_HOLE
+		if err != nil {
+			break
+		}
+		total += h - d
+		off = h
+	}
+	return total
+}
+
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, bufio.NewReaderSize(f, 1<<20), make([]byte, 1<<20)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}

@@ -1,0 +1,315 @@
+//go:build loadbench
+
+// Package load is issue 10's load row: N powered-off VirtualMachines created at once against one
+// lab host, with the controller role and the libvirt machine controller in this process.
+//
+//	source /var/tmp/banlieue-lab/env
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200
+//
+// A PoweredOff machine's Ready is False (DomainNotRunning) by design, so "done" is: every
+// LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. The process's peak
+// RSS (VmHWM) is recorded; then everything is deleted and the host must hold exactly the
+// domains and volumes it held before.
+package load
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/controller"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+var (
+	n    = flag.Int("n", 200, "VirtualMachines created at once")
+	wait = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
+)
+
+const (
+	providerManager = "banlieue.io/provider-libvirt"
+	boot            = "tiny.raw"
+)
+
+func TestLoad(t *testing.T) {
+	lab := testenv.RequireLibvirtLab(t)
+	env := testenv.Start(t)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) // 200 machines log a lot)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := env.Client
+	host := dial(t, lab)
+
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	run := "load-" + hex.EncodeToString(b)
+	poolDir := filepath.Join(lab.Dir, "pools", run)
+	must(t, os.MkdirAll(poolDir, 0o711))
+	pool, err := host.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, run, poolDir), 0)
+	must(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if vols, err := host.StoragePoolListAllVolumes(ctx, pool); err == nil {
+			for _, v := range vols {
+				_ = host.StorageVolDelete(ctx, v)
+			}
+		}
+		_ = host.StoragePoolDestroy(ctx, pool)
+		_ = os.RemoveAll(poolDir)
+	})
+	_, err = host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name><capacity unit='bytes'>%d</capacity>`+
+		`<target><format type='raw'/></target></volume>`, boot, 1<<20), 0)
+	must(t, err)
+	before := hostState(ctx, t, host)
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: app.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	must(t, err)
+	conns := hostconn.NewPool()
+	must(t, controller.Setup(mgr, controller.Options{}))
+	must(t, (&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns}).SetupWithManager(mgr))
+	mctx, mcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(mctx) }()
+	t.Cleanup(func() { mcancel(); <-done; conns.Close() })
+
+	ns := run
+	p := &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{Endpoint: lab.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}}},
+			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": run}}}},
+		},
+	}
+	class := &banlieuev1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: run}, Spec: banlieuev1.VMClassSpec{
+		Firmware: banlieuev1.FirmwareBIOS,
+		Hardware: banlieuev1.ClassHardware{CPUs: 1, MemoryMiB: 128, Disks: []banlieuev1.ClassDisk{{Name: "os", SizeGiB: 1, StorageClass: "standard"}}},
+		Network:  banlieuev1.ClassNetwork{Interfaces: []banlieuev1.ClassInterface{}},
+	}}
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: run}, Spec: banlieuev1.VMImageSpec{
+		OSFamily: "linux", OSDistribution: "debian", OSVersion: "12", Architecture: "amd64",
+		Sources:  []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: "/images/" + boot}},
+		Template: &banlieuev1.VMImageTemplate{InstallMode: banlieuev1.InstallImmediate},
+	}}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
+			Data: map[string][]byte{"tls.crt": lab.Read(t, "clientcert.pem"), "tls.key": lab.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns}, Data: map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))}},
+		p, class, img,
+	} {
+		must(t, c.Create(ctx, o))
+	}
+	must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
+		FailureDomains: []banlieuev1.FailureDomain{{Name: "lab", Labels: map[string]string{"name": "lab"},
+			Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+	}, providerManager))
+	must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: []banlieuev1.ProviderImageStatus{
+		{ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot}}}, providerManager))
+
+	// All at once: created from 16 goroutines.
+	start := time.Now()
+	names := make(chan string, *n)
+	for i := range *n {
+		names <- fmt.Sprintf("vm-%03d", i)
+	}
+	close(names)
+	errs := make(chan error, *n)
+	for range 16 {
+		go func() {
+			for name := range names {
+				errs <- c.Create(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: run},
+						ImageRef: banlieuev1.LocalObjectReference{Name: run}, DesiredPowerState: banlieuev1.PoweredOff, MigrationPolicy: "never"}})
+			}
+		}()
+	}
+	for range *n {
+		must(t, <-errs)
+	}
+	created := time.Since(start)
+
+	var half time.Duration
+	deadline := time.Now().Add(*wait)
+	for {
+		var ms infrav1.LibvirtMachineList
+		must(t, c.List(ctx, &ms, client.InNamespace(ns)))
+		doneN := 0
+		for _, m := range ms.Items {
+			if m.Status.DomainUUID != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff {
+				doneN++
+			}
+		}
+		if half == 0 && doneN >= *n/2 {
+			half = time.Since(start)
+		}
+		if doneN == *n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d machines done after %s", doneN, *n, *wait)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	all := time.Since(start)
+	hwm := procStatus(t, "VmHWM")
+	doms := 0
+	for _, d := range must1(t, host.ListAllDomains(ctx)) {
+		if strings.HasPrefix(d.Name, ns+"-") {
+			doms++
+		}
+	}
+	vols := len(must1(t, host.StoragePoolListAllVolumes(ctx, pool)))
+	if doms != *n || vols != 2**n+1 {
+		t.Errorf("host holds %d domains and %d volumes, want %d and %d", doms, vols, *n, 2**n+1)
+	}
+	// VMs mirror; a VM's Ready needs a powered-on machine, so only the mirror is checked.
+	var vms banlieuev1.VirtualMachineList
+	must(t, c.List(ctx, &vms, client.InNamespace(ns)))
+	mirrored := 0
+	for _, vm := range vms.Items {
+		if vm.Status.ObservedPowerState == banlieuev1.PoweredOff {
+			mirrored++
+		}
+	}
+
+	delStart := time.Now()
+	must(t, c.DeleteAllOf(ctx, &banlieuev1.VirtualMachine{}, client.InNamespace(ns)))
+	deadline = time.Now().Add(*wait)
+	for {
+		var vl banlieuev1.VirtualMachineList
+		var ml infrav1.LibvirtMachineList
+		must(t, c.List(ctx, &vl, client.InNamespace(ns)))
+		must(t, c.List(ctx, &ml, client.InNamespace(ns)))
+		if len(vl.Items) == 0 && len(ml.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d VMs and %d machines left after %s", len(vl.Items), len(ml.Items), *wait)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	deleted := time.Since(delStart)
+	after := hostState(ctx, t, host)
+	var ours, foreign []string
+	for _, d := range diff(before, after) {
+		if strings.Contains(d, run) {
+			ours = append(ours, d)
+		} else {
+			foreign = append(foreign, d)
+		}
+	}
+	if len(ours) > 0 {
+		t.Errorf("host differs from before the run: %v", ours)
+	}
+	if len(foreign) > 0 {
+		t.Logf("changes by other suites sharing the lab (ignored): %v", foreign)
+	}
+	t.Logf("RESULT n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d delete-all=%s VmHWM=%s VmRSS-now=%s host-diff=%d",
+		*n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
+		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), hwm, procStatus(t, "VmRSS"), len(ours))
+}
+
+func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
+	t.Helper()
+	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
+	must(t, err)
+	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
+	must(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// hostState is every domain on the host and every volume of every active pool.
+func hostState(ctx context.Context, t *testing.T, c *libvirt.Client) []string {
+	t.Helper()
+	var out []string
+	for _, d := range must1(t, c.ListAllDomains(ctx)) {
+		out = append(out, "domain "+d.Name)
+	}
+	for _, p := range must1(t, c.ListAllStoragePools(ctx)) {
+		vols, err := c.StoragePoolListAllVolumes(ctx, p)
+		if err != nil {
+			continue // a pool another suite is tearing down
+		}
+		for _, v := range vols {
+			out = append(out, "volume "+p.Name+"/"+v.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, "- "+x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, "+ "+x)
+		}
+	}
+	return out
+}
+
+func procStatus(t *testing.T, field string) string {
+	data, err := os.ReadFile("/proc/self/status")
+	must(t, err)
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return "?"
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must1[T any](t *testing.T, v T, err error) T {
+	t.Helper()
+	must(t, err)
+	return v
+}

@@ -1,0 +1,600 @@
+// Command provision measures how long banlieue takes from a VirtualMachine being created to its
+// machine being realised on the lab libvirtd (hack/libvirt-lab.sh), for 1 and for N VMs, powered
+// on and powered off, next to the same libvirt work done directly with virsh.
+//
+//	go run . [-n 20] [-single-rounds 5] [-batch-rounds 2] [-memory 128]
+//
+// The controller and the libvirt provider's reconcilers (Provider, LibvirtMachine, VMImage) run
+// in this process against envtest, with the production requeue intervals (no Resync override).
+// "Realised" is VirtualMachine Ready=True for a powered-on VM; for a powered-off one (Ready is
+// False by design while the domain is stopped) it is the LibvirtMachine reporting a domainUuid
+// and observedPowerState PoweredOff. Times come from watch events, so they are not quantised by
+// polling.
+//
+// The direct path runs, per VM, one virsh process (one TLS connection) doing vol-create-as
+// (qcow2 overlay over the same base volume) + define (banlieue's own domain XML for an equal VM,
+// renamed, without the seed CD-ROM) + start. Everything created is removed at the end.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/controller"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/provider/libvirt/image"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+func main() {
+	lab := flag.String("lab", os.Getenv("BANLIEUE_LIBVIRT_LAB"), "lab directory (hack/libvirt-lab.sh)")
+	n := flag.Int("n", 20, "VMs in the batch case")
+	singleRounds := flag.Int("single-rounds", 5, "rounds of the 1-VM case (per power state)")
+	batchRounds := flag.Int("batch-rounds", 2, "rounds of the N-VM case (per power state)")
+	memory := flag.Int("memory", 128, "guest memory in MiB")
+	logPath := flag.String("log", "/tmp/bench-provision-manager.log", "controller log file")
+	flag.Parse()
+	if *lab == "" {
+		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
+	}
+	b := &bench{lab: *lab, pki: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_PKI"), filepath.Join(*lab, "pki")),
+		endpoint: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), "qemu+tls://127.0.0.1/system"),
+		run:      randHex(3), memory: *memory}
+	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
+	b.ns = "bench-" + b.run
+	b.pool = "bench-prov-" + b.run
+	b.base = "base-" + b.run + ".raw"
+	logf, err := os.Create(*logPath)
+	fatal(err)
+	defer logf.Close()
+	ctrl.SetLogger(zap.New(zap.WriteTo(logf)))
+	onSignal(b.cleanup)
+	err = b.main(*n, *singleRounds, *batchRounds)
+	b.cleanup()
+	fatal(err)
+}
+
+// onSignal runs cleanup and exits on SIGINT or SIGTERM, so an interrupted run leaves no pool,
+// domain or API server behind.
+func onSignal(cleanup func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		fmt.Fprintln(os.Stderr, "bench: interrupted, cleaning up")
+		cleanup()
+		os.Exit(130)
+	}()
+}
+
+func fatal(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+type bench struct {
+	lab, pki, endpoint, uri string
+	run, ns, pool, base     string
+	poolDir                 string
+	memory                  int
+	host                    *libvirt.Client
+	env                     *envtest.Environment
+	kube                    client.WithWatch
+	mgrStop                 func()
+	domainName              string
+	domainXML               string // banlieue's definition of an equal VM, the direct path's template
+	seq                     int
+}
+
+type sample struct {
+	perVM []time.Duration // created → realised, per VM
+	total time.Duration   // first create → last realised
+}
+
+func (b *bench) main(n, singleRounds, batchRounds int) error {
+	ctx := context.Background()
+	if err := b.setupHost(ctx); err != nil {
+		return err
+	}
+	if err := b.setupAPI(ctx); err != nil {
+		return err
+	}
+	results := map[string][]sample{}
+	record := func(key string, s sample, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		results[key] = append(results[key], s)
+		fmt.Printf("%-28s per VM p50 %7.0f ms  max %7.0f ms  total %7.0f ms\n", key,
+			ms(pct(s.perVM, 50)), ms(pct(s.perVM, 100)), ms(s.total))
+		return nil
+	}
+	// Warm-up: one VM each way, not counted; it also yields banlieue's domain XML.
+	for _, on := range []bool{true, false} {
+		if _, err := b.banlieue(ctx, 1, on); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if _, err := b.direct(ctx, 1, true); err != nil {
+		return fmt.Errorf("warm-up direct: %w", err)
+	}
+	for _, on := range []bool{true, false} {
+		power := map[bool]string{true: "on", false: "off"}[on]
+		for r := 0; r < singleRounds; r++ {
+			s, err := b.banlieue(ctx, 1, on)
+			if err := record("banlieue 1 VM "+power, s, err); err != nil {
+				return err
+			}
+			s, err = b.direct(ctx, 1, on)
+			if err := record("virsh 1 VM "+power, s, err); err != nil {
+				return err
+			}
+		}
+		for r := 0; r < batchRounds; r++ {
+			s, err := b.banlieue(ctx, n, on)
+			if err := record(fmt.Sprintf("banlieue %d VMs %s", n, power), s, err); err != nil {
+				return err
+			}
+			s, err = b.direct(ctx, n, on)
+			if err := record(fmt.Sprintf("virsh %d VMs %s", n, power), s, err); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Println()
+	fmt.Println("medians (machine shared with other jobs):")
+	fmt.Println("| case | banlieue p50 per VM ms | virsh p50 per VM ms | overhead per VM ms | banlieue total ms | virsh total ms | total ratio |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for _, c := range []struct {
+		count int
+		power string
+	}{{1, "on"}, {n, "on"}, {1, "off"}, {n, "off"}} {
+		suffix := fmt.Sprintf("%d VMs %s", c.count, c.power)
+		if c.count == 1 {
+			suffix = "1 VM " + c.power
+		}
+		bs, ds := results["banlieue "+suffix], results["virsh "+suffix]
+		bp, dp := medianOf(bs, func(s sample) float64 { return ms(pct(s.perVM, 50)) }), medianOf(ds, func(s sample) float64 { return ms(pct(s.perVM, 50)) })
+		bt, dt := medianOf(bs, func(s sample) float64 { return ms(s.total) }), medianOf(ds, func(s sample) float64 { return ms(s.total) })
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx |\n", suffix, bp, dp, bp-dp, bt, dt, bt/dt)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s) - 1) * p / 100
+	return s[i]
+}
+
+func medianOf(ss []sample, f func(sample) float64) float64 {
+	v := make([]float64, 0, len(ss))
+	for _, s := range ss {
+		v = append(v, f(s))
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// setupHost creates the pool and the base volume: a 64 MiB raw disk with nothing bootable, so a
+// started guest sits in SeaBIOS's "no bootable device" loop and costs little CPU under TCG.
+func (b *bench) setupHost(ctx context.Context) error {
+	creds, err := libvirt.ReadPKIDir(b.pki)
+	if err != nil {
+		return err
+	}
+	ep, err := libvirt.ParseEndpoint(b.endpoint)
+	if err != nil {
+		return err
+	}
+	if b.host, err = (libvirt.Dialer{Endpoint: ep, Credentials: creds}).Dial(ctx); err != nil {
+		return err
+	}
+	b.poolDir = filepath.Join(b.lab, "pools", b.pool)
+	if err := os.MkdirAll(b.poolDir, 0o711); err != nil {
+		return err
+	}
+	if _, err := b.host.StoragePoolCreateXML(ctx,
+		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, b.pool, b.poolDir), 0); err != nil {
+		return err
+	}
+	return b.virsh(fmt.Sprintf("vol-create-as %s %s 64M --format raw", b.pool, b.base))
+}
+
+// virsh runs one virsh process with the given ;-separated commands.
+func (b *bench) virsh(cmds string) error {
+	out, err := exec.Command("virsh", "-q", "-c", b.uri, cmds).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("virsh %s: %v\n%s", cmds, err, out)
+	}
+	return nil
+}
+
+func (b *bench) setupAPI(ctx context.Context) error {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		home, _ := os.UserHomeDir()
+		cache := cmpOr(os.Getenv("BANLIEUE_CACHE"), filepath.Join(home, ".cache", "banlieue"))
+		m, _ := filepath.Glob(filepath.Join(cache, "envtest", "v*"))
+		if len(m) == 0 {
+			return errors.New("no envtest binaries: run hack/envtest-assets.sh or set KUBEBUILDER_ASSETS")
+		}
+		os.Setenv("KUBEBUILDER_ASSETS", m[len(m)-1])
+	}
+	b.env = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := b.env.Start()
+	if err != nil {
+		b.env = nil
+		return fmt.Errorf("starting envtest: %w", err)
+	}
+	if b.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
+		return err
+	}
+
+	// The manager: what banlieue-controller and banlieue-provider-libvirt run, production
+	// intervals (Resync zero).
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	conns := hostconn.NewPool()
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		return err
+	}
+	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+		&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns},
+		&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns},
+		&image.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
+			BuildNamespace: "banlieue-imagebuild"},
+	} {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	b.mgrStop = func() { cancel(); <-done; conns.Close() }
+
+	read := func(n string) []byte { d, _ := os.ReadFile(filepath.Join(b.pki, n)); return d }
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: b.ns},
+			Data: map[string][]byte{"tls.crt": read("clientcert.pem"), "tls.key": read("clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: b.ns},
+			Data: map[string]string{"ca.crt": string(read("cacert.pem"))}},
+		&banlieuev1.Provider{
+			ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: b.ns},
+			Spec: banlieuev1.ProviderSpec{
+				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+				Connection: banlieuev1.ProviderConnection{
+					Endpoint:       b.endpoint,
+					CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
+					CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
+				},
+				Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+					{Name: "standard", Target: map[string]string{"pool": b.pool}}}},
+			},
+		},
+		&banlieuev1.VMImage{
+			ObjectMeta: metav1.ObjectMeta{Name: "base"},
+			Spec: banlieuev1.VMImageSpec{
+				OSFamily: "linux", OSDistribution: "none", OSVersion: "0", Architecture: "amd64", GuestAgent: "cloud-init",
+				Sources:  []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: b.base}},
+				Template: &banlieuev1.VMImageTemplate{InstallMode: banlieuev1.InstallImmediate},
+			},
+		},
+		&banlieuev1.VMClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+			Spec: banlieuev1.VMClassSpec{
+				Firmware: banlieuev1.FirmwareBIOS,
+				Hardware: banlieuev1.ClassHardware{CPUs: 1, MemoryMiB: int32(b.memory),
+					Disks: []banlieuev1.ClassDisk{{Name: "os", SizeGiB: 1, StorageClass: "standard"}}},
+				Network: banlieuev1.ClassNetwork{Interfaces: []banlieuev1.ClassInterface{}},
+			},
+		},
+	} {
+		if err := b.kube.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T: %w", obj, err)
+		}
+	}
+	// Wait for the Provider and the image, so that the measurements start from a steady state.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var p banlieuev1.Provider
+		var img banlieuev1.VMImage
+		err1 := b.kube.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "lab"}, &p)
+		err2 := b.kube.Get(ctx, client.ObjectKey{Name: "base"}, &img)
+		if err1 == nil && err2 == nil && meta.IsStatusConditionTrue(p.Status.Conditions, "Ready") &&
+			meta.IsStatusConditionTrue(img.Status.Conditions, "Ready") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("provider/image not Ready: %+v / %+v", p.Status.Conditions, img.Status.Conditions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// banlieue creates n VirtualMachines at once and waits for each to be realised, then deletes
+// them and waits until their domains and volumes are gone.
+func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	b.seq++
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("vm%d-%02d", b.seq, i)
+	}
+	power := banlieuev1.PoweredOn
+	if !on {
+		power = banlieuev1.PoweredOff
+	}
+	// Watch first, so no event is missed.
+	var list client.ObjectList = &banlieuev1.VirtualMachineList{}
+	if !on {
+		list = &infrav1.LibvirtMachineList{}
+	}
+	w, err := b.kube.Watch(ctx, list, client.InNamespace(b.ns))
+	if err != nil {
+		return sample{}, err
+	}
+	defer w.Stop()
+	created := map[string]time.Time{}
+	var mu sync.Mutex
+	start := time.Now()
+	for _, name := range names {
+		vm := &banlieuev1.VirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns},
+			Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: "tiny"},
+				ImageRef: banlieuev1.LocalObjectReference{Name: "base"}, DesiredPowerState: power, MigrationPolicy: "never"},
+		}
+		mu.Lock()
+		created[name] = time.Now()
+		mu.Unlock()
+		if err := b.kube.Create(ctx, vm); err != nil {
+			return sample{}, err
+		}
+	}
+	realised := map[string]time.Time{}
+	for len(realised) < n {
+		select {
+		case <-ctx.Done():
+			return sample{}, fmt.Errorf("%d of %d realised: %w", len(realised), n, ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return sample{}, errors.New("watch closed")
+			}
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			now := time.Now()
+			switch o := ev.Object.(type) {
+			case *banlieuev1.VirtualMachine:
+				if _, mine := created[o.Name]; mine && meta.IsStatusConditionTrue(o.Status.Conditions, "Ready") {
+					if _, seen := realised[o.Name]; !seen {
+						realised[o.Name] = now
+					}
+				}
+			case *infrav1.LibvirtMachine:
+				if _, mine := created[o.Name]; mine && o.Status.DomainUUID != "" && o.Status.ObservedPowerState == banlieuev1.PoweredOff {
+					if _, seen := realised[o.Name]; !seen {
+						realised[o.Name] = now
+					}
+				}
+			}
+		}
+	}
+	var s sample
+	var last time.Time
+	for _, name := range names {
+		s.perVM = append(s.perVM, realised[name].Sub(created[name]))
+		if realised[name].After(last) {
+			last = realised[name]
+		}
+	}
+	s.total = last.Sub(start)
+	if b.domainXML == "" && on {
+		out, err := exec.Command("virsh", "-q", "-c", b.uri, "dumpxml", "--inactive", b.ns+"-"+names[0]).Output()
+		if err != nil {
+			return s, fmt.Errorf("dumpxml: %w", err)
+		}
+		b.domainXML, b.domainName = string(out), b.ns+"-"+names[0]
+	}
+	return s, b.deleteVMs(ctx, names)
+}
+
+func (b *bench) deleteVMs(ctx context.Context, names []string) error {
+	for _, name := range names {
+		vm := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns}}
+		if err := b.kube.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		for {
+			var m infrav1.LibvirtMachine
+			err1 := b.kube.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, &m)
+			var vm banlieuev1.VirtualMachine
+			err2 := b.kube.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, &vm)
+			if client.IgnoreNotFound(err1) == nil && err1 != nil && client.IgnoreNotFound(err2) == nil && err2 != nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("VM %s not deleted: %w", name, ctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+var (
+	uuidRE  = regexp.MustCompile(`(?s)\s*<uuid>.*?</uuid>`)
+	cdromRE = regexp.MustCompile(`(?s)\s*<disk type='file' device='cdrom'>.*?</disk>`)
+)
+
+// direct does what banlieue does for each VM with virsh, sequentially: one virsh process per VM
+// running vol-create-as (overlay) ; define ; start.
+func (b *bench) direct(ctx context.Context, n int, on bool) (sample, error) {
+	if b.domainXML == "" {
+		return sample{}, errors.New("no template domain XML")
+	}
+	b.seq++
+	tmp, err := os.MkdirTemp("", "bench-provision-")
+	if err != nil {
+		return sample{}, err
+	}
+	defer os.RemoveAll(tmp)
+	template := cdromRE.ReplaceAllString(uuidRE.ReplaceAllString(b.domainXML, ""), "")
+	tmplDom := b.domainName
+	var s sample
+	var doms []string
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		dom := fmt.Sprintf("%s-direct%d-%02d", b.ns, b.seq, i)
+		doms = append(doms, dom)
+		x := strings.ReplaceAll(template, tmplDom, dom)
+		file := filepath.Join(tmp, dom+".xml")
+		if err := os.WriteFile(file, []byte(x), 0o644); err != nil {
+			return s, err
+		}
+		cmds := fmt.Sprintf("vol-create-as %s %s-os.qcow2 1G --format qcow2 --backing-vol %s --backing-vol-format raw ; define %s",
+			b.pool, dom, b.base, file)
+		if on {
+			cmds += " ; start " + dom
+		}
+		t0 := time.Now()
+		if err := b.virsh(cmds); err != nil {
+			return s, err
+		}
+		s.perVM = append(s.perVM, time.Since(t0))
+	}
+	s.total = time.Since(start)
+	for _, dom := range doms {
+		c := fmt.Sprintf("undefine %s --remove-all-storage", dom)
+		if on {
+			c = "destroy " + dom + " ; " + c
+		}
+		if err := b.virsh(c); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func (b *bench) cleanup() {
+	ctx := context.Background()
+	if b.mgrStop != nil && b.kube != nil {
+		// Let the manager tear down whatever VMs are left, then stop it.
+		var vms banlieuev1.VirtualMachineList
+		if err := b.kube.List(ctx, &vms, client.InNamespace(b.ns)); err == nil && len(vms.Items) > 0 {
+			var names []string
+			for _, vm := range vms.Items {
+				names = append(names, vm.Name)
+			}
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			_ = b.deleteVMs(dctx, names)
+			cancel()
+		}
+	}
+	if b.mgrStop != nil {
+		b.mgrStop()
+	}
+	if b.host != nil {
+		if doms, err := b.host.ListAllDomains(ctx); err == nil {
+			for _, d := range doms {
+				if strings.HasPrefix(d.Name, b.ns+"-") {
+					_ = b.host.DomainDestroy(ctx, d)
+					_ = b.host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
+				}
+			}
+		}
+		if pool, err := b.host.StoragePoolLookupByName(ctx, b.pool); err == nil {
+			_ = b.host.StoragePoolRefresh(ctx, pool)
+			if vols, err := b.host.StoragePoolListAllVolumes(ctx, pool); err == nil {
+				for _, v := range vols {
+					_ = b.host.StorageVolDelete(ctx, v)
+				}
+			}
+			_ = b.host.StoragePoolDestroy(ctx, pool)
+		}
+		_ = os.RemoveAll(b.poolDir)
+		_ = b.host.Close()
+	}
+	if b.env != nil {
+		_ = b.env.Stop()
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/imagebuilder"
+	"banlieue.io/banlieue/internal/operator"
+)
+
+// newImagebuilderCommand is `banlieue imagebuilder` (SPEC §1.4) and its one-shot `build`.
+func newImagebuilderCommand() *cobra.Command {
+	var (
+		buildNamespace, buildImage, artifactsPVC string
+		selectorFlags, tolerationFlags           []string
+		nodeSelector                             map[string]string
+		tolerations                              []corev1.Toleration
+	)
+	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
+	r.customize = func(o *manager.Options) {
+		// Only build Jobs, only in the build namespace, are worth caching.
+		o.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {
+			Namespaces: map[string]cache.Config{buildNamespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{imagebuilder.LabelComponent: imagebuilder.ComponentBuild}),
+		}}
+	}
+	r.setup = func(mgr manager.Manager, _ app.Options) error {
+		return (&imagebuilder.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
+			NodeSelector: nodeSelector, Tolerations: tolerations,
+		}).SetupWithManager(mgr)
+	}
+	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
+	// Bad values are fatal at startup, before anything is reconciled.
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		tolerations, nodeSelector = nil, map[string]string{}
+		for _, s := range tolerationFlags {
+			t, err := operator.ParseToleration(s)
+			if err != nil {
+				return err
+			}
+			tolerations = append(tolerations, t)
+		}
+		for _, s := range selectorFlags {
+			k, v, ok := strings.Cut(s, "=")
+			if !ok || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+				return fmt.Errorf("invalid --build-node-selector: %q: want KEY=VALUE", s)
+			}
+			nodeSelector[k] = v
+		}
+		return nil
+	}
+	f := cmd.Flags()
+	f.StringVar(&buildNamespace, "build-namespace", envOr("BANLIEUE_BUILD_NAMESPACE", "banlieue-imagebuild"),
+		"namespace of the artifacts PVC and the build Jobs (env BANLIEUE_BUILD_NAMESPACE)")
+	f.StringArrayVar(&selectorFlags, "build-node-selector", nil, "KEY=VALUE node selector of build pods (repeatable)")
+	f.StringArrayVar(&tolerationFlags, "build-toleration", nil, "key[=value]:Effect toleration of build pods (repeatable)")
+	f.StringVar(&buildImage, "build-image", envOr("BANLIEUE_BUILD_IMAGE", "banlieue:"+version),
+		"image the build Jobs run (env BANLIEUE_BUILD_IMAGE)")
+	f.StringVar(&artifactsPVC, "artifacts-pvc", envOr("BANLIEUE_ARTIFACTS_PVC", "banlieue-artifacts"),
+		"PVC the builds write to (env BANLIEUE_ARTIFACTS_PVC)")
+	cmd.AddCommand(newImagebuilderBuildCommand())
+	return cmd
+}

@@ -1,0 +1,65 @@
+package pool
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+func TestBlockedBy(t *testing.T) {
+	unsignalled := provisioningM("p", 0)
+	unsignalled.Signalled = false
+	tests := []struct {
+		name    string
+		members []member
+		plan    plan
+		want    blockage
+	}{
+		{"nothing blocked", []member{ready("a", 0)}, plan{}, blockage{}},
+		{"an empty pool has no signal to miss", nil, plan{BlockedOnCapacity: 1},
+			blockage{ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"}},
+		{"no member reports the signal: first", []member{unsignalled}, plan{BlockedOnAddresses: 2},
+			blockage{ReasonReadinessSignalAbsent, "no member carries the GuestReady condition; check that spec.readiness matches what the image reports"}},
+		{"addresses before capacity", []member{ready("a", 0)}, plan{BlockedOnAddresses: 2, BlockedOnCapacity: 1},
+			blockage{ReasonAddressRangeExhausted, "2 member(s) not created: address range exhausted"}},
+	}
+	for _, tc := range tests {
+		if got := blockedBy(tc.members, banlieuev1.ReadinessGuestReady, tc.plan); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPoolStatus(t *testing.T) {
+	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Generation: 4},
+		Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 2}}
+	members := []member{ready("a", 0), provisioningM("b", 0), claimedM("c"), claimedM("d"), withPhase(ready("e", 0), phaseDeleting)}
+
+	s := poolStatus(pool, members, rev, blockage{})
+	if s.Replicas != 4 || s.Available != 1 || s.Provisioning != 1 || s.Claimed != 2 || s.ImageRevision != rev || s.ObservedGeneration != 4 {
+		t.Errorf("status = %+v", s)
+	}
+	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionFalse, ReasonFilling, "1/2 warm member(s) available")
+	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionTrue, ReasonWarm, "no creation blocked")
+
+	b := blockage{ReasonReadinessSignalAbsent, "no signal"}
+	s = poolStatus(pool, members, rev, b)
+	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionFalse, ReasonReadinessSignalAbsent, "1/2 warm member(s) available; no signal")
+	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionFalse, ReasonReadinessSignalAbsent, "no signal")
+
+	pool.Spec.WarmReplicas = 1
+	s = poolStatus(pool, members, rev, blockage{ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"})
+	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionTrue, ReasonWarm, "1/1 warm member(s) available")
+	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionFalse, ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached")
+}
+
+func assertCondition(t *testing.T, conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string) {
+	t.Helper()
+	c := meta.FindStatusCondition(conds, typ)
+	if c == nil || c.Status != status || c.Reason != reason || c.Message != msg {
+		t.Errorf("%s = %+v, want %s %s %q", typ, c, status, reason, msg)
+	}
+}

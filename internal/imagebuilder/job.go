@@ -1,0 +1,271 @@
+package imagebuilder
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/naming"
+)
+
+// Labels and annotations of a build Job.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelVMImage   = "banlieue.io/vmimage"
+
+	// ComponentBuild tells build Jobs from the provider's import Jobs, which share the other
+	// labels and the namespace.
+	ComponentBuild = "image-build"
+
+	// AnnotationImportFrom and AnnotationSourceChecksum record the source a Job builds: the Job
+	// spec is immutable, so a changed source can only be honoured by replacing the Job, and
+	// comparing annotations is cheaper and clearer than parsing the Job's argv back.
+	AnnotationImportFrom     = "banlieue.io/import-from"
+	AnnotationSourceChecksum = "banlieue.io/source-checksum"
+	// AnnotationArtifactKind is the kind the Job's output name assumes (.raw or .iso). It
+	// outlives a replacement made because the build found the other kind, which the URL did not
+	// reveal; see outputKindMismatch.
+	AnnotationArtifactKind = "banlieue.io/artifact-kind"
+
+	appName = "banlieue"
+	// ArtifactsMount is where the artifacts PVC appears in the build pod.
+	ArtifactsMount = "/artifacts"
+	// nonRootUID is the distroless "nonroot" user the image ships; also the fsGroup, so the
+	// non-root build can write to a freshly provisioned PVC.
+	nonRootUID = 65532
+	// buildBackoffLimit: a download resumes where the last attempt stopped (the partial file
+	// lives on the PVC), so two retries ride out a flaky mirror without hammering a broken one.
+	buildBackoffLimit = 2
+)
+
+// BuildJobName is `build-<vmimage>`, capped at 63 with a hash suffix (SPEC §6).
+func BuildJobName(vmimage string) string {
+	return naming.Capped("build-" + vmimage)
+}
+
+// urlSource is the first Url source with importFrom set (SPEC §3.3 A.1), whatever its provider
+// class: the artifact is the same for every backend.
+func urlSource(img *banlieuev1.VMImage) (banlieuev1.ImageSource, bool) {
+	for _, s := range img.Spec.Sources {
+		if s.Kind == banlieuev1.SourceURL && s.ImportFrom != "" {
+			return s, true
+		}
+	}
+	return banlieuev1.ImageSource{}, false
+}
+
+// checkSource refuses what the build would refuse anyway, so the user learns it from the status
+// without a Job: plain http without a checksum is unauthenticated, and other schemes are not
+// supported. A string without "://" is an OCI reference; the build parses it.
+func checkSource(src banlieuev1.ImageSource) error {
+	from := src.ImportFrom
+	switch {
+	case strings.HasPrefix(from, "https://"):
+	case strings.HasPrefix(from, "http://"):
+		if src.Checksum == "" {
+			return fmt.Errorf("importFrom %s: a plain http:// source needs a checksum", from)
+		}
+	case strings.Contains(from, "://"):
+		return fmt.Errorf("importFrom %s: neither an https:// URL nor an OCI reference", from)
+	}
+	return nil
+}
+
+// compressionSuffixes are stripped before looking at an URL's extension: `x.iso.xz` is an ISO.
+var compressionSuffixes = []string{".gz", ".xz", ".zst"}
+
+// urlKind guesses the artifact kind from importFrom's path before anything is downloaded: the
+// output file must be named before the build runs, and the provider names the imported volume
+// after the file (`<vmimage>.iso` for an ISO, SPEC §6 "Installer ISOs"). The build reports the
+// real kind; a wrong guess is corrected by one more build (outputKindMismatch).
+func urlKind(importFrom string) banlieuev1.ArtifactKind {
+	if !strings.Contains(importFrom, "://") {
+		return banlieuev1.ArtifactCloudImage
+	}
+	p := importFrom
+	if u, err := url.Parse(importFrom); err == nil {
+		p = u.Path
+	}
+	p = strings.ToLower(p)
+	for _, s := range compressionSuffixes {
+		p = strings.TrimSuffix(p, s)
+	}
+	if path.Ext(p) == ".iso" {
+		return banlieuev1.ArtifactISO
+	}
+	return banlieuev1.ArtifactCloudImage
+}
+
+// artifactFile is the artifact's name on the PVC.
+func artifactFile(vmimage string, kind banlieuev1.ArtifactKind) string {
+	if kind == banlieuev1.ArtifactISO {
+		return vmimage + ".iso"
+	}
+	return vmimage + ".raw"
+}
+
+// jobSpec is everything a build Job is made of.
+type jobSpec struct {
+	Image          *banlieuev1.VMImage
+	Source         banlieuev1.ImageSource
+	Kind           banlieuev1.ArtifactKind
+	Namespace      string
+	ContainerImage string
+	PVC            string
+	NodeSelector   map[string]string
+	Tolerations    []corev1.Toleration
+}
+
+// buildJob is the build Job of SPEC §3.3 A.2, with the import Job's security posture: it passes
+// the build namespace's `restricted` audit and warn levels.
+func buildJob(s jobSpec) *batchv1.Job {
+	labels := map[string]string{
+		LabelName:      appName,
+		LabelComponent: ComponentBuild,
+		// A VMImage name may be longer than a label value may be.
+		LabelVMImage: naming.Capped(s.Image.Name),
+	}
+	args := []string{"imagebuilder", "build",
+		"--vmimage", s.Image.Name,
+		"--from", s.Source.ImportFrom,
+		"--output", path.Join(ArtifactsMount, artifactFile(s.Image.Name, s.Kind)),
+	}
+	if s.Source.Checksum != "" {
+		args = append(args, "--checksum", s.Source.Checksum)
+	}
+	if s.Image.Spec.Architecture != "" {
+		args = append(args, "--architecture", s.Image.Spec.Architecture)
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      BuildJobName(s.Image.Name),
+			Namespace: s.Namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				AnnotationImportFrom:     s.Source.ImportFrom,
+				AnnotationSourceChecksum: s.Source.Checksum,
+				AnnotationArtifactKind:   string(s.Kind),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: banlieuev1.GroupVersion.String(),
+				Kind:       "VMImage",
+				Name:       s.Image.Name,
+				UID:        s.Image.UID,
+				// Controller lets Owns() map the Job back to its VMImage; blockOwnerDeletion is
+				// left unset because it needs an update grant on vmimages/finalizers.
+				Controller: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](buildBackoffLimit),
+			// No ttlSecondsAfterFinished: the finished Job (and its pod's termination message)
+			// is the record of the artifact; a collected Job would be rebuilt.
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					// The build talks to image servers, never to the API server.
+					AutomountServiceAccountToken: ptr.To(false),
+					NodeSelector:                 s.NodeSelector,
+					Tolerations:                  s.Tolerations,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](nonRootUID),
+						FSGroup:        ptr.To[int64](nonRootUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:  "build",
+						Image: s.ContainerImage,
+						Args:  args,
+						// The build writes its JSON result (or its error) to the termination log;
+						// a crash before that still leaves the tail of its output.
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts:             []corev1.VolumeMount{{Name: "artifacts", MountPath: ArtifactsMount}},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+					Volumes: []corev1.Volume{{
+						Name: "artifacts",
+						VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+							ClaimName: s.PVC,
+						}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// stale says the Job builds another source than the VMImage now names.
+func stale(job *batchv1.Job, src banlieuev1.ImageSource) bool {
+	return job.Annotations[AnnotationImportFrom] != src.ImportFrom ||
+		job.Annotations[AnnotationSourceChecksum] != src.Checksum
+}
+
+// jobKind is the artifact kind the Job's output name assumes.
+func jobKind(job *batchv1.Job) banlieuev1.ArtifactKind {
+	if banlieuev1.ArtifactKind(job.Annotations[AnnotationArtifactKind]) == banlieuev1.ArtifactISO {
+		return banlieuev1.ArtifactISO
+	}
+	return banlieuev1.ArtifactCloudImage
+}
+
+// outputKindMismatch says the build found another kind than the output name assumed: an ISO
+// behind a URL without `.iso` (or the reverse) was published under the wrong extension, and the
+// provider would import it under the wrong volume name.
+func outputKindMismatch(job *batchv1.Job, res build.Result) bool {
+	return res.Kind != jobKind(job)
+}
+
+// jobState is where a Job stands, from the conditions the Job controller sets when it is done.
+type jobState int
+
+const (
+	jobPending jobState = iota
+	jobRunning
+	jobSucceeded
+	jobFailed
+)
+
+func stateOf(job *batchv1.Job) jobState {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return jobSucceeded
+		case batchv1.JobFailed:
+			return jobFailed
+		}
+	}
+	// A failed pod whose retry is about to start is still building.
+	if job.Status.Active > 0 || job.Status.Failed > 0 {
+		return jobRunning
+	}
+	return jobPending
+}
+
+// failedMessage is the Job's own account of a failure, for when no pod tells more.
+func failedMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Message != "" {
+			return fmt.Sprintf("build Job %s failed: %s", job.Name, c.Message)
+		}
+	}
+	return fmt.Sprintf("build Job %s failed", job.Name)
+}

@@ -1,0 +1,287 @@
+package imagebuilder
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagebuilder/build"
+)
+
+func TestBuildJobName(t *testing.T) {
+	if got := BuildJobName("cirros"); got != "build-cirros" {
+		t.Errorf("BuildJobName(cirros) = %q", got)
+	}
+	a, b := BuildJobName(strings.Repeat("a", 80)+"x"), BuildJobName(strings.Repeat("a", 80)+"y")
+	if len(a) != 63 || a == b {
+		t.Errorf("long names: %q, %q", a, b)
+	}
+	if errs := validation.IsDNS1123Label(a); len(errs) > 0 {
+		t.Errorf("%q: %v", a, errs)
+	}
+}
+
+func TestURLKind(t *testing.T) {
+	for _, tt := range []struct {
+		from string
+		want banlieuev1.ArtifactKind
+	}{
+		{"https://example.org/debian.qcow2", banlieuev1.ArtifactCloudImage},
+		{"https://example.org/install.iso", banlieuev1.ArtifactISO},
+		{"https://example.org/INSTALL.ISO", banlieuev1.ArtifactISO},
+		{"https://example.org/install.iso.xz", banlieuev1.ArtifactISO},
+		{"https://example.org/install.iso.gz?token=1", banlieuev1.ArtifactISO},
+		{"https://example.org/download?file=x.iso", banlieuev1.ArtifactCloudImage},
+		{"https://example.org/disk.img.zst", banlieuev1.ArtifactCloudImage},
+		{"quay.io/containerdisks/fedora:40", banlieuev1.ArtifactCloudImage},
+		{"registry.local/iso:install.iso", banlieuev1.ArtifactCloudImage},
+	} {
+		if got := urlKind(tt.from); got != tt.want {
+			t.Errorf("urlKind(%q) = %s, want %s", tt.from, got, tt.want)
+		}
+	}
+}
+
+func TestCheckSource(t *testing.T) {
+	for _, tt := range []struct {
+		src     banlieuev1.ImageSource
+		wantErr string
+	}{
+		{banlieuev1.ImageSource{ImportFrom: "https://example.org/a.img"}, ""},
+		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img", Checksum: "sha256:00"}, ""},
+		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img"}, "needs a checksum"},
+		{banlieuev1.ImageSource{ImportFrom: "ftp://example.org/a.img", Checksum: "sha256:00"}, "neither"},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40"}, ""},
+	} {
+		err := checkSource(tt.src)
+		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("checkSource(%+v) = %v, want %q", tt.src, err, tt.wantErr)
+		}
+	}
+}
+
+func TestURLSource(t *testing.T) {
+	img := &banlieuev1.VMImage{Spec: banlieuev1.VMImageSpec{Sources: []banlieuev1.ImageSource{
+		{ProviderClass: "vsphere", Kind: banlieuev1.SourceTemplate, Ref: "t"},
+		{ProviderClass: "other", Kind: banlieuev1.SourceURL},
+		{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, ImportFrom: "https://a/b.img"},
+	}}}
+	if src, ok := urlSource(img); !ok || src.ProviderClass != "libvirt" {
+		t.Errorf("urlSource = %+v, %v", src, ok)
+	}
+	img.Spec.Sources = img.Spec.Sources[:2]
+	if _, ok := urlSource(img); ok {
+		t.Error("a Url source without importFrom was taken")
+	}
+}
+
+func testImage() *banlieuev1.VMImage {
+	return &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: "debian-12", UID: "uid-1"},
+		Spec:       banlieuev1.VMImageSpec{Architecture: "arm64"},
+	}
+}
+
+func TestBuildJob(t *testing.T) {
+	tol := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}}
+	for _, tt := range []struct {
+		name     string
+		src      banlieuev1.ImageSource
+		kind     banlieuev1.ArtifactKind
+		wantArgs []string
+	}{
+		{
+			name: "cloud image with checksum",
+			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/d.qcow2", Checksum: "sha256:ab"},
+			kind: banlieuev1.ArtifactCloudImage,
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/d.qcow2",
+				"--output", "/artifacts/debian-12.raw", "--checksum", "sha256:ab", "--architecture", "arm64"},
+		},
+		{
+			name: "ISO without checksum",
+			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/install.iso"},
+			kind: banlieuev1.ArtifactISO,
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/install.iso",
+				"--output", "/artifacts/debian-12.iso", "--architecture", "arm64"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := buildJob(jobSpec{Image: testImage(), Source: tt.src, Kind: tt.kind, Namespace: "banlieue-imagebuild",
+				ContainerImage: "banlieue:v1", PVC: "banlieue-artifacts", NodeSelector: map[string]string{"disk": "fast"}, Tolerations: tol})
+			if job.Name != "build-debian-12" || job.Namespace != "banlieue-imagebuild" {
+				t.Errorf("name %s/%s", job.Namespace, job.Name)
+			}
+			pod := job.Spec.Template.Spec
+			c := pod.Containers[0]
+			if !reflect.DeepEqual(c.Args, tt.wantArgs) {
+				t.Errorf("args\n got %q\nwant %q", c.Args, tt.wantArgs)
+			}
+			if c.Image != "banlieue:v1" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("container %+v", c)
+			}
+			if *job.Spec.BackoffLimit != 2 || job.Spec.TTLSecondsAfterFinished != nil || pod.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("job spec %+v", job.Spec)
+			}
+			wantAnn := map[string]string{AnnotationImportFrom: tt.src.ImportFrom, AnnotationSourceChecksum: tt.src.Checksum,
+				AnnotationArtifactKind: string(tt.kind)}
+			if !reflect.DeepEqual(job.Annotations, wantAnn) {
+				t.Errorf("annotations %v", job.Annotations)
+			}
+			wantLabels := map[string]string{LabelName: "banlieue", LabelComponent: ComponentBuild, LabelVMImage: "debian-12"}
+			if !reflect.DeepEqual(job.Labels, wantLabels) || !reflect.DeepEqual(job.Spec.Template.Labels, wantLabels) {
+				t.Errorf("labels %v / %v", job.Labels, job.Spec.Template.Labels)
+			}
+			o := job.OwnerReferences[0]
+			if o.Kind != "VMImage" || o.Name != "debian-12" || o.UID != "uid-1" || !*o.Controller {
+				t.Errorf("owner %+v", o)
+			}
+			v := pod.Volumes[0]
+			if v.PersistentVolumeClaim.ClaimName != "banlieue-artifacts" || v.PersistentVolumeClaim.ReadOnly ||
+				c.VolumeMounts[0].MountPath != "/artifacts" || c.VolumeMounts[0].ReadOnly {
+				t.Errorf("the PVC must be mounted read-write at /artifacts: %+v %+v", v, c.VolumeMounts)
+			}
+			psc, csc := pod.SecurityContext, c.SecurityContext
+			if !*psc.RunAsNonRoot || *psc.RunAsUser != 65532 || *psc.FSGroup != 65532 || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+				*csc.AllowPrivilegeEscalation || !*csc.ReadOnlyRootFilesystem || csc.Capabilities.Drop[0] != "ALL" {
+				t.Errorf("security contexts %+v %+v", psc, csc)
+			}
+			if pod.NodeSelector["disk"] != "fast" || !reflect.DeepEqual(pod.Tolerations, tol) || *pod.AutomountServiceAccountToken {
+				t.Errorf("placement %v %v", pod.NodeSelector, pod.Tolerations)
+			}
+		})
+	}
+}
+
+func TestStale(t *testing.T) {
+	src := banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:01"}
+	job := buildJob(jobSpec{Image: testImage(), Source: src, Kind: banlieuev1.ArtifactCloudImage})
+	for _, tt := range []struct {
+		src  banlieuev1.ImageSource
+		want bool
+	}{
+		{src, false},
+		{banlieuev1.ImageSource{ImportFrom: "https://a/c.img", Checksum: "sha256:01"}, true},
+		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:02"}, true},
+		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, true},
+	} {
+		if got := stale(job, tt.src); got != tt.want {
+			t.Errorf("stale(%+v) = %v", tt.src, got)
+		}
+	}
+}
+
+func jobWith(status batchv1.JobStatus) *batchv1.Job {
+	job := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"},
+		Kind: banlieuev1.ArtifactCloudImage, Namespace: "ns"})
+	job.UID = "job-uid"
+	job.Status = status
+	return job
+}
+
+func cond(typ batchv1.JobConditionType, msg string) []batchv1.JobCondition {
+	return []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, Message: msg}}
+}
+
+func TestMirror(t *testing.T) {
+	const okResult = `{"kind":"cloudImage","file":"debian-12.raw","checksum":"sha256:aa","sizeBytes":1048576,"sourceDigest":"sha256:bb"}`
+	ref := &banlieuev1.JobReference{Name: "build-debian-12", Namespace: "ns"}
+	for _, tt := range []struct {
+		name string
+		job  *batchv1.Job
+		term string
+		want banlieuev1.BuildArtifact
+	}{
+		{"created", jobWith(batchv1.JobStatus{}), "", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Pending", Reason: "Pending",
+			JobRef: ref, Message: "build Job build-debian-12 created; waiting for its pod"}},
+		{"active", jobWith(batchv1.JobStatus{Active: 1}), "", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Building", Reason: "Building",
+			JobRef: ref, Message: "build Job build-debian-12 running"}},
+		{"retrying", jobWith(batchv1.JobStatus{Failed: 1}), "", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Building", Reason: "Building",
+			JobRef: ref, Message: "build Job build-debian-12 running"}},
+		{"succeeded", jobWith(batchv1.JobStatus{Succeeded: 1, Conditions: cond(batchv1.JobComplete, "")}), okResult,
+			banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Ready", Reason: "Reconciled", JobRef: ref,
+				PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}, File: "debian-12.raw", Checksum: "sha256:aa",
+				SizeBytes: 1 << 20, SourceDigest: "sha256:bb", Message: "artifact debian-12.raw built"}},
+		{"succeeded without a result", jobWith(batchv1.JobStatus{Succeeded: 1, Conditions: cond(batchv1.JobComplete, "")}), "",
+			banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed", JobRef: ref,
+				Message: "build Job build-debian-12 succeeded but its result is unreadable: the build pod left no termination message"}},
+		{"failed", jobWith(batchv1.JobStatus{Failed: 3, Conditions: cond(batchv1.JobFailed, "BackoffLimitExceeded")}),
+			"invalid --checksum: checksum mismatch", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed",
+				JobRef: ref, Message: "invalid --checksum: checksum mismatch"}},
+		{"failed without a pod", jobWith(batchv1.JobStatus{Failed: 3, Conditions: cond(batchv1.JobFailed, "Job has reached the specified backoff limit")}),
+			"", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed",
+				JobRef: ref, Message: "build Job build-debian-12 failed: Job has reached the specified backoff limit"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mirror(tt.job, "pvc", tt.term); !reflect.DeepEqual(*got, tt.want) {
+				t.Errorf("\n got %+v\nwant %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseResult(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		wantErr bool
+	}{
+		{`{"kind":"iso","file":"x.iso","checksum":"sha256:aa","sizeBytes":1}`, false},
+		{`{"kind":"floppy","file":"x.img","checksum":"sha256:aa"}`, true},
+		{`{"kind":"iso","checksum":"sha256:aa"}`, true},
+		{`downloading https://...`, true},
+	} {
+		if _, err := parseResult(tt.in); (err != nil) != tt.wantErr {
+			t.Errorf("parseResult(%q) = %v", tt.in, err)
+		}
+	}
+}
+
+func TestOutputKindMismatch(t *testing.T) {
+	raw := buildJob(jobSpec{Image: testImage(), Kind: banlieuev1.ArtifactCloudImage})
+	iso := buildJob(jobSpec{Image: testImage(), Kind: banlieuev1.ArtifactISO})
+	if outputKindMismatch(raw, resultOf(banlieuev1.ArtifactCloudImage)) || outputKindMismatch(iso, resultOf(banlieuev1.ArtifactISO)) {
+		t.Error("a matching kind is a mismatch")
+	}
+	if !outputKindMismatch(raw, resultOf(banlieuev1.ArtifactISO)) || !outputKindMismatch(iso, resultOf(banlieuev1.ArtifactCloudImage)) {
+		t.Error("a wrong kind is no mismatch")
+	}
+}
+
+func TestPodTermination(t *testing.T) {
+	at := func(sec int) metav1.Time { return metav1.NewTime(time.Unix(int64(sec), 0)) }
+	pod := func(name string, owner types.UID, phase corev1.PodPhase, msg string, finished int) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{UID: owner}}},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{Message: msg, FinishedAt: at(finished)}}}}},
+		}
+	}
+	pods := []corev1.Pod{
+		pod("old-0", "old", corev1.PodSucceeded, "old result", 1),
+		pod("job-0", "job", corev1.PodFailed, "first failure", 10),
+		pod("job-2", "job", corev1.PodFailed, "last failure", 30),
+		pod("job-1", "job", corev1.PodFailed, "second failure", 20),
+		{ObjectMeta: metav1.ObjectMeta{Name: "job-3", OwnerReferences: []metav1.OwnerReference{{UID: "job"}}}},
+	}
+	if msg, ok := podTermination(pods, "job", false); !ok || msg != "last failure" {
+		t.Errorf("failed: %q, %v", msg, ok)
+	}
+	if msg, ok := podTermination(pods, "job", true); ok {
+		t.Errorf("a succeeded pod of another Job was taken: %q", msg)
+	}
+	pods = append(pods, pod("job-4", "job", corev1.PodSucceeded, "result", 40))
+	if msg, ok := podTermination(pods, "job", true); !ok || msg != "result" {
+		t.Errorf("succeeded: %q, %v", msg, ok)
+	}
+}
+
+func resultOf(kind banlieuev1.ArtifactKind) build.Result {
+	return build.Result{Kind: kind, File: "x", Checksum: "sha256:aa"}
+}

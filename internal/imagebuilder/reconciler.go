@@ -1,0 +1,235 @@
+package imagebuilder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// FieldManager owns status.buildArtifact and the build Jobs (SPEC §1.6).
+const FieldManager = "banlieue.io/imagebuilder"
+
+// ControllerName names the controller in logs and in the banlieue_reconcile_* series.
+const ControllerName = "imagebuilder"
+
+// Requeue intervals (SPEC: default, error, long).
+const (
+	requeueDefault = 30 * time.Second
+	requeueError   = 5 * time.Second
+	requeueLong    = 300 * time.Second
+)
+
+// reconcileTimeout bounds one pass: a handful of API calls.
+const reconcileTimeout = 30 * time.Second
+
+// jobNameLabel is the label the Job controller puts on a Job's pods (Kubernetes ≥ 1.27).
+const jobNameLabel = "batch.kubernetes.io/job-name"
+
+// Reconciler runs one build Job per VMImage with a Url source and mirrors it into
+// status.buildArtifact (SPEC §3.3 A). It never touches image data: the Job does.
+type Reconciler struct {
+	Client client.Client
+	// APIReader lists a finished Job's pods for their termination message. Uncached on
+	// purpose: a pod informer would hold every pod of the cluster to read one message per
+	// build. Nil falls back to Client.
+	APIReader client.Reader
+	// BuildNamespace holds the artifacts PVC and the build Jobs.
+	BuildNamespace string
+	// BuildImage is the container image of build Jobs (the banlieue image).
+	BuildImage string
+	// ArtifactsPVC is the PVC the builds write to and the imports read from.
+	ArtifactsPVC string
+	// NodeSelector and Tolerations place build pods (--build-node-selector, --build-toleration).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+}
+
+// SetupWithManager watches VMImages (spec changes only: status is written by three managers,
+// and none of the others' writes changes what to build) and the build Jobs.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	switch {
+	case r.BuildNamespace == "":
+		return errors.New("imagebuilder: BuildNamespace is required")
+	case r.BuildImage == "":
+		return errors.New("imagebuilder: BuildImage is required")
+	case r.ArtifactsPVC == "":
+		return errors.New("imagebuilder: ArtifactsPVC is required")
+	}
+	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[LabelComponent] == ComponentBuild
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named(ControllerName).
+		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}, builder.WithPredicates(isBuildJob)).
+		// A failed pass is retried after a flat 5 s (SPEC §5) rather than the default
+		// exponential backoff; returning the error keeps it counted by kind.
+		WithOptions(controller.Options{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)}).
+		Complete(app.Instrument(ControllerName, r))
+}
+
+// Reconcile ensures the image's build Job and mirrors it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	var img banlieuev1.VMImage
+	if err := r.Client.Get(ctx, req.NamespacedName, &img); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !img.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	src, ok := urlSource(&img)
+	if !ok {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+	job, err := r.getJob(ctx, BuildJobName(img.Name))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	kind := urlKind(src.ImportFrom)
+	var artifact *banlieuev1.BuildArtifact
+	switch {
+	case job != nil && !job.DeletionTimestamp.IsZero():
+		artifact = pendingArtifact(kind, "waiting for the previous build Job "+job.Name+" to go away")
+	case job != nil && stale(job, src):
+		// The Job's deletion event brings the pass that creates the new one; creating it now
+		// could race a Job that is still being deleted.
+		if err := r.deleteJob(ctx, job); err != nil {
+			return ctrl.Result{}, err
+		}
+		artifact = pendingArtifact(kind, "the source changed; replacing build Job "+job.Name)
+	case checkSource(src) != nil:
+		artifact = invalidSourceArtifact(kind, checkSource(src))
+	case job == nil:
+		if job, err = r.createJob(ctx, &img, src, kind); err != nil {
+			return ctrl.Result{}, err
+		}
+		artifact = mirror(job, r.ArtifactsPVC, "")
+	default:
+		if artifact, err = r.observe(ctx, &img, src, job); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.applyStatus(ctx, &img, artifact); err != nil {
+		return ctrl.Result{}, err
+	}
+	if artifact.Phase == banlieuev1.BuildReady || artifact.Phase == banlieuev1.BuildFailed {
+		return ctrl.Result{RequeueAfter: requeueLong}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueDefault}, nil
+}
+
+// observe mirrors an existing, current Job, reading the deciding pod's termination message once
+// the Job finished.
+func (r *Reconciler) observe(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
+	job *batchv1.Job) (*banlieuev1.BuildArtifact, error) {
+	state := stateOf(job)
+	if state != jobSucceeded && state != jobFailed {
+		return mirror(job, r.ArtifactsPVC, ""), nil
+	}
+	term, found, err := r.termination(ctx, job, state == jobSucceeded)
+	if err != nil {
+		return nil, err
+	}
+	if state == jobSucceeded {
+		if cur := img.Status.BuildArtifact; !found && cur != nil && cur.Phase == banlieuev1.BuildReady &&
+			cur.JobRef != nil && cur.JobRef.Name == job.Name {
+			// The pods are gone (pod GC) but the status already holds what they reported;
+			// every replacement of the Job goes through Pending, so it is this Job's.
+			return cur, nil
+		}
+		if res, err := parseResult(term); err == nil && outputKindMismatch(job, res) {
+			return r.rebuildAs(ctx, img, src, job, res.Kind)
+		}
+	}
+	return mirror(job, r.ArtifactsPVC, term), nil
+}
+
+// rebuildAs replaces a Job whose output name assumed the wrong kind by one with the kind the
+// build found. The new Job is created in the same pass, carrying the kind in its annotation:
+// a pass that found no Job would guess from the URL again and repeat the wrong build. Deleting
+// a Job without finalizers is synchronous, so the name is free by then.
+func (r *Reconciler) rebuildAs(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
+	job *batchv1.Job, kind banlieuev1.ArtifactKind) (*banlieuev1.BuildArtifact, error) {
+	if err := r.deleteJob(ctx, job); err != nil {
+		return nil, err
+	}
+	if _, err := r.createJob(ctx, img, src, kind); err != nil {
+		return nil, err
+	}
+	return pendingArtifact(kind, fmt.Sprintf("the source turned out to be of kind %s, not %s; rebuilding it as %s",
+		kind, jobKind(job), artifactFile(img.Name, kind))), nil
+}
+
+func (r *Reconciler) getJob(ctx context.Context, name string) (*batchv1.Job, error) {
+	var job batchv1.Job
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.BuildNamespace, Name: name}, &job)
+	if err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &job, nil
+}
+
+func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
+	kind banlieuev1.ArtifactKind) (*batchv1.Job, error) {
+	job := buildJob(jobSpec{
+		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
+		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations,
+	})
+	if err := ssa.Apply(ctx, r.Client, job, FieldManager); err != nil {
+		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return job, nil
+}
+
+// deleteJob deletes the Job in the background: the Job object goes at once and its pods are
+// collected after. The UID precondition keeps a pass working from a stale cache from deleting
+// the Job's replacement.
+func (r *Reconciler) deleteJob(ctx context.Context, job *batchv1.Job) error {
+	err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: &job.UID})
+	return client.IgnoreNotFound(err)
+}
+
+// termination reads the termination message of the pod that decided the Job's outcome.
+func (r *Reconciler) termination(ctx context.Context, job *batchv1.Job, succeeded bool) (string, bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var pods corev1.PodList
+	if err := reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{jobNameLabel: job.Name}); err != nil {
+		return "", false, fmt.Errorf("listing the pods of build Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	msg, found := podTermination(pods.Items, job.UID, succeeded)
+	return msg, found, nil
+}
+
+// applyStatus applies buildArtifact, the only status field the imagebuilder owns, when it
+// changed: an unchanged write would still wake every VMImage watcher.
+func (r *Reconciler) applyStatus(ctx context.Context, img *banlieuev1.VMImage, artifact *banlieuev1.BuildArtifact) error {
+	if equality.Semantic.DeepEqual(img.Status.BuildArtifact, artifact) {
+		return nil
+	}
+	status := struct {
+		BuildArtifact *banlieuev1.BuildArtifact `json:"buildArtifact"`
+	}{artifact}
+	return ssa.ApplyStatus(ctx, r.Client, img, &status, FieldManager)
+}

@@ -1,0 +1,254 @@
+// Package image runs the whole VMImage pipeline end to end: the imagebuilder's build Jobs, the
+// libvirt provider's Provider and VMImage controllers and their import Jobs, against envtest and
+// the lab libvirtd, with the Job runner running the real banlieue binary in place of pods.
+// Sources are a local HTTPS server and an in-process OCI registry.
+package image
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/imagebuilder"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	libvirtimage "banlieue.io/banlieue/internal/provider/libvirt/image"
+	"banlieue.io/banlieue/test/jobrunner"
+)
+
+const importComponent = "libvirt-import"
+
+func TestImagePipeline(t *testing.T) {
+	s := newLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	served := t.TempDir()
+	baseURL, certFile := tlsServer(t, served)
+	_, rawA := qcow2Image(t, served, "cirros-a", "16M", 0xab, "0")
+	_, rawB := qcow2Image(t, served, "cirros-b", "16M", 0xcd, "3M")
+	ociDisk, rawOCI := qcow2Image(t, t.TempDir(), "tiny", "8M", 0x5a, "1M")
+	ociRef, ociDigest := pushContainerDisk(t, ociDisk)
+	// Pools before the runner: cleanups run in reverse, so the pools outlive the last import.
+	poolA, poolB := s.createPool(ctx, t, "e2e-a"), s.createPool(ctx, t, "e2e-b")
+
+	bin := jobrunner.BuildBanlieue(t)
+	artifacts := t.TempDir()
+	(&jobrunner.Runner{
+		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Volumes: map[string]string{artifactsPVC: artifacts},
+		// What a cluster's CA bundle would do for a real mirror.
+		Env:  []string{"SSL_CERT_FILE=" + certFile},
+		Logf: t.Logf,
+	}).Start(t)
+
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := hostconn.NewPool()
+	t.Cleanup(conns.Close)
+	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&libvirtimage.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
+		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA,
+	}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&imagebuilder.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		BuildNamespace: buildNamespace, BuildImage: "banlieue:test", ArtifactsPVC: artifactsPVC,
+		NodeSelector: map[string]string{"banlieue.io/build": "true"},
+	}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(mgrCtx) }()
+
+	s.createProvider(ctx, t, "lab", poolA, poolB)
+	pools := []string{poolA, poolB}
+
+	// importedEverywhere waits for the Provider's row to be ready with one zone per pool, then
+	// checks each pool's volume holds want.
+	importedEverywhere := func(t *testing.T, imageName, want string) *banlieuev1.VMImage {
+		t.Helper()
+		img := s.waitImage(ctx, t, imageName, "row ready", func(img *banlieuev1.VMImage) bool {
+			r, ok := row(img, "lab")
+			return ok && r.Ready
+		})
+		r, _ := row(img, "lab")
+		if r.Reason != libvirtimage.ReasonReconciled || r.ResolvedRef != imageName+".raw" || len(r.Zones) != len(pools) {
+			t.Fatalf("row = %+v", r)
+		}
+		for i, pool := range pools {
+			if z := r.Zones[i]; z.Name != pool || !z.Ready {
+				t.Errorf("zone %d = %+v, want pool %s ready", i, z, pool)
+			}
+			if got := s.volumeSHA256(ctx, t, pool, imageName+".raw"); got != want {
+				t.Errorf("volume %s/%s.raw: sha256 %s, want %s (qemu-img convert of the source)", pool, imageName, got, want)
+			}
+		}
+		return img
+	}
+
+	t.Run("https qcow2 source: built, then imported into every pool", func(t *testing.T) {
+		start := time.Now()
+		s.createImage(ctx, t, "cirros", baseURL+"/cirros-a.qcow2", "")
+		img := s.waitImage(ctx, t, "cirros", "buildArtifact Ready", func(img *banlieuev1.VMImage) bool {
+			a := img.Status.BuildArtifact
+			return a != nil && (a.Phase == banlieuev1.BuildReady || a.Phase == banlieuev1.BuildFailed)
+		})
+		a := img.Status.BuildArtifact
+		want := fileSHA256(t, rawA)
+		if a.Phase != banlieuev1.BuildReady || a.Reason != imagebuilder.ReasonReconciled || a.Kind != banlieuev1.ArtifactCloudImage ||
+			a.File != "cirros.raw" || a.Checksum != "sha256:"+want || a.SizeBytes != 16<<20 ||
+			a.PVCRef == nil || a.PVCRef.Name != artifactsPVC ||
+			a.JobRef == nil || a.JobRef.Name != "build-cirros" || a.JobRef.Namespace != buildNamespace {
+			t.Fatalf("buildArtifact = %+v", *a)
+		}
+		if got := fileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
+			t.Errorf("artifact on the PVC differs from qemu-img convert: %s, want %s", got, want)
+		}
+		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
+		if len(builds) != 1 {
+			t.Fatalf("want one build Job, got %d", len(builds))
+		}
+		for _, j := range builds {
+			if j.Spec.Template.Spec.NodeSelector["banlieue.io/build"] != "true" || j.OwnerReferences[0].Name != "cirros" {
+				t.Errorf("build Job %s: nodeSelector %v owners %+v", j.Name, j.Spec.Template.Spec.NodeSelector, j.OwnerReferences)
+			}
+		}
+		importedEverywhere(t, "cirros", want)
+		if n := len(s.jobs(ctx, t, "cirros", importComponent)); n != len(pools) {
+			t.Errorf("want one import Job per pool, got %d", n)
+		}
+		t.Logf("https source Ready on %d pools in %s", len(pools), time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("OCI containerDisk source", func(t *testing.T) {
+		start := time.Now()
+		s.createImage(ctx, t, "tiny", ociRef, "")
+		img := importedEverywhere(t, "tiny", fileSHA256(t, rawOCI))
+		a := img.Status.BuildArtifact
+		if a.SourceDigest != ociDigest || a.SizeBytes != 8<<20 || a.File != "tiny.raw" {
+			t.Errorf("buildArtifact = %+v, want sourceDigest %s", *a, ociDigest)
+		}
+		t.Logf("OCI source Ready in %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("wrong checksum: BuildFailed and no import Job", func(t *testing.T) {
+		bad := "sha256:" + strings.Repeat("0", 64)
+		s.createImage(ctx, t, "badsum", baseURL+"/cirros-a.qcow2", bad)
+		img := s.waitImage(ctx, t, "badsum", "buildArtifact Failed", func(img *banlieuev1.VMImage) bool {
+			a := img.Status.BuildArtifact
+			return a != nil && a.Phase == banlieuev1.BuildFailed
+		})
+		a := img.Status.BuildArtifact
+		if a.Reason != imagebuilder.ReasonBuildFailed || !strings.Contains(a.Message, "checksum mismatch") || !strings.Contains(a.Message, bad) {
+			t.Errorf("buildArtifact = %+v", *a)
+		}
+		img = s.waitImage(ctx, t, "badsum", "row BuildFailed", func(img *banlieuev1.VMImage) bool {
+			r, ok := row(img, "lab")
+			return ok && r.Reason == libvirtimage.ReasonBuildFailed
+		})
+		if r, _ := row(img, "lab"); r.Ready || !strings.Contains(r.Message, "checksum mismatch") {
+			t.Errorf("row = %+v", r)
+		}
+		if n := len(s.jobs(ctx, t, "badsum", importComponent)); n != 0 {
+			t.Errorf("%d import Jobs for a failed build", n)
+		}
+		if _, err := os.Stat(filepath.Join(artifacts, "badsum.raw")); !os.IsNotExist(err) {
+			t.Errorf("an artifact was published for a failed build: %v", err)
+		}
+	})
+
+	t.Run("an ISO behind a URL without .iso is rebuilt under the .iso name", func(t *testing.T) {
+		start := time.Now()
+		iso := isoImage(t, filepath.Join(served, "installer"))
+		s.createImage(ctx, t, "installer", baseURL+"/installer", "")
+		img := s.waitImage(ctx, t, "installer", "row ready", func(img *banlieuev1.VMImage) bool {
+			r, ok := row(img, "lab")
+			return ok && r.Ready
+		})
+		a := img.Status.BuildArtifact
+		if a.Kind != banlieuev1.ArtifactISO || a.File != "installer.iso" {
+			t.Fatalf("buildArtifact = %+v", *a)
+		}
+		builds := s.jobs(ctx, t, "installer", imagebuilder.ComponentBuild)
+		for _, j := range builds {
+			if len(builds) != 1 || j.Annotations[imagebuilder.AnnotationArtifactKind] != string(banlieuev1.ArtifactISO) {
+				t.Errorf("build Jobs: %d, annotations %v", len(builds), j.Annotations)
+			}
+		}
+		if r, _ := row(img, "lab"); r.ResolvedRef != "installer.iso" {
+			t.Errorf("row = %+v", r)
+		}
+		want := fileSHA256(t, iso)
+		for _, pool := range pools {
+			if got := s.volumeSHA256(ctx, t, pool, "installer.iso"); got != want {
+				t.Errorf("volume %s/installer.iso differs from the ISO", pool)
+			}
+		}
+		t.Logf("ISO found by content, rebuilt and imported in %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("changing importFrom rebuilds and replaces the import Jobs", func(t *testing.T) {
+		start := time.Now()
+		oldBuilds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
+		oldImports := s.jobs(ctx, t, "cirros", importComponent)
+		oldChecksum := s.image(ctx, t, "cirros").Status.BuildArtifact.Checksum
+		img := s.image(ctx, t, "cirros")
+		img.Spec.Sources[0].ImportFrom = baseURL + "/cirros-b.qcow2"
+		if err := s.env.Client.Update(ctx, img); err != nil {
+			t.Fatal(err)
+		}
+		want := fileSHA256(t, rawB)
+		s.waitImage(ctx, t, "cirros", "rebuilt artifact Ready", func(img *banlieuev1.VMImage) bool {
+			a := img.Status.BuildArtifact
+			return a != nil && a.Phase == banlieuev1.BuildReady && a.Checksum != oldChecksum
+		})
+		if a := s.image(ctx, t, "cirros").Status.BuildArtifact; a.Checksum != "sha256:"+want {
+			t.Fatalf("rebuilt buildArtifact = %+v, want checksum sha256:%s", *a, want)
+		}
+		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
+		for uid, j := range builds {
+			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[imagebuilder.AnnotationImportFrom] != baseURL+"/cirros-b.qcow2" {
+				t.Errorf("build Jobs after the change: %d, %s old=%v", len(builds), j.Annotations, old)
+			}
+		}
+		s.waitImage(ctx, t, "cirros", "new import Jobs ready", func(img *banlieuev1.VMImage) bool {
+			r, ok := row(img, "lab")
+			if !ok || !r.Ready {
+				return false
+			}
+			imports := s.jobs(ctx, t, "cirros", importComponent)
+			for uid := range imports {
+				if _, old := oldImports[uid]; old {
+					return false
+				}
+			}
+			return len(imports) == len(pools)
+		})
+		importedEverywhere(t, "cirros", want)
+		t.Logf("rebuild and re-import in %s", time.Since(start).Round(time.Millisecond))
+	})
+}

@@ -1,0 +1,393 @@
+// Package vm runs VirtualMachines end to end: envtest, one manager running the controller
+// (controller.Setup), the libvirt Provider, VMImage and LibvirtMachine reconcilers, and the lab
+// libvirtd of hack/libvirt-lab.sh. Real guests built by hack/test-guest-image.sh boot from what
+// banlieue defined and report on their serial console what they saw (firmware, TPM, the NoCloud
+// seed).
+//
+// Skipped without the lab, the envtest binaries or the guest image; with CI set, a missing
+// prerequisite fails instead.
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/controller"
+	"banlieue.io/banlieue/internal/controller/pool"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/provider/libvirt/image"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// suite is one API server, the lab host, and the libvirt objects this run made (all named with
+// a random run id: the lab is shared with other suites running at the same time).
+type suite struct {
+	env  *testenv.Env
+	lab  testenv.LibvirtLab
+	host *libvirt.Client
+
+	run       string
+	ns        string // Kubernetes namespace; domain names are <ns>-<vm>
+	pool      string
+	poolDir   string
+	network   string // empty when the lab could not start a network: classes then have no NIC
+	guestDir  string
+	diskVol   string // the bootable raw disk (installMode immediate)
+	isoVol    string // the UEFI installer ISO (installMode deferred)
+	mgrStop   func()
+	logWriter *testWriter
+}
+
+func prerequisite[T any](t *testing.T, what string, f func() (T, error)) T {
+	t.Helper()
+	v, err := f()
+	if err != nil {
+		msg := what + ": " + err.Error()
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return v
+}
+
+func newSuite(t *testing.T) (context.Context, *suite) {
+	if testing.Short() {
+		t.Skip("boots VMs")
+	}
+	lab := testenv.RequireLibvirtLab(t)
+	guestDir := prerequisite(t, "building the test guest (hack/test-guest-image.sh)", func() (string, error) {
+		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "test-guest-image.sh")).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return "", fmt.Errorf("%v: %s", err, ee.Stderr)
+			}
+			return "", err
+		}
+		return strings.TrimSpace(string(out)), nil
+	})
+	env := testenv.Start(t)
+	s := &suite{env: env, lab: lab, guestDir: guestDir, logWriter: &testWriter{t: t}}
+	ctrl.SetLogger(zap.New(zap.WriteTo(s.logWriter)))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s.host = dial(t, lab)
+
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	s.run = hex.EncodeToString(b)
+	s.ns = "e2e-" + s.run
+	s.pool = "e2e-vm-" + s.run
+	s.diskVol = "tiny-linux-" + s.run + ".raw"
+	s.isoVol = "tiny-linux-installer-" + s.run + ".iso"
+	s.createPool(ctx, t)
+	s.createNetwork(ctx, t)
+	s.upload(ctx, t, s.diskVol, filepath.Join(guestDir, "guest.raw"))
+	s.upload(ctx, t, s.isoVol, filepath.Join(guestDir, "guest-efi.iso"))
+
+	s.startManager(t)
+	t.Cleanup(func() { s.mgrStop() })
+	// Registered after the pool's cleanup, so it runs before it: whatever a failed run left
+	// defined under this run's namespace goes first (a define that timed out on our side may
+	// still have completed on the daemon's).
+	t.Cleanup(func() {
+		ctx := context.Background()
+		doms, err := s.host.ListAllDomains(ctx)
+		if err != nil {
+			return
+		}
+		for _, d := range doms {
+			if strings.HasPrefix(d.Name, s.ns+"-") {
+				_ = s.host.DomainDestroy(ctx, d)
+				_ = s.host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
+			}
+		}
+	})
+
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: s.ns},
+			Data: map[string][]byte{"tls.crt": lab.Read(t, "clientcert.pem"), "tls.key": lab.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: s.ns},
+			Data: map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))}},
+		s.provider(),
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitProviderReady(ctx, t)
+	return ctx, s
+}
+
+func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
+	t.Helper()
+	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
+	if err != nil {
+		t.Fatalf("dialling the lab host: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// startManager runs what the banlieue-controller and banlieue-provider-libvirt processes run,
+// in one manager. It can be stopped (a crash, as far as the host is concerned) and started again.
+func (s *suite) startManager(t *testing.T) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := hostconn.NewPool()
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Setup(mgr, pool.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+		&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second},
+		&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second},
+		// BackingFile sources only: no import Job is ever created.
+		&image.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
+			BuildNamespace: "banlieue-imagebuild"},
+	} {
+		if err := r.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			s.logWriter.Write([]byte("manager: " + err.Error()))
+		}
+	}()
+	s.mgrStop = func() {
+		cancel()
+		<-done
+		conns.Close()
+	}
+}
+
+func (s *suite) createPool(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s.poolDir = filepath.Join(s.lab.Dir, "pools", s.pool)
+	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := s.host.StoragePoolCreateXML(ctx,
+		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, s.pool, s.poolDir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if vols, err := s.host.StoragePoolListAllVolumes(ctx, pool); err == nil {
+			for _, v := range vols {
+				_ = s.host.StorageVolDelete(ctx, v)
+			}
+		}
+		_ = s.host.StoragePoolDestroy(ctx, pool)
+		_ = os.RemoveAll(s.poolDir)
+	})
+}
+
+// createNetwork defines and starts an isolated NAT-less network with DHCP. Starting one creates a
+// bridge on this machine; when the lab cannot (no dnsmasq, no privileges), the classes go NIC-less.
+func (s *suite) createNetwork(ctx context.Context, t *testing.T) {
+	t.Helper()
+	name := "e2e-vm-" + s.run
+	octet := 100 + int(s.run[0])%150
+	xml := fmt.Sprintf(`<network><name>%s</name><bridge name='vbe%s'/><ip address='192.168.%d.1' netmask='255.255.255.0'>`+
+		`<dhcp><range start='192.168.%d.10' end='192.168.%d.100'/></dhcp></ip></network>`, name, s.run, octet, octet, octet)
+	n, err := s.host.NetworkDefineXML(ctx, xml)
+	if err != nil {
+		t.Logf("defining network %s failed, classes will have no NIC: %v", name, err)
+		return
+	}
+	if err := s.host.NetworkCreate(ctx, n); err != nil {
+		t.Logf("starting network %s failed, classes will have no NIC: %v", name, err)
+		_ = s.host.NetworkUndefine(ctx, n)
+		return
+	}
+	s.network = name
+	t.Cleanup(func() {
+		_ = s.host.NetworkDestroy(context.Background(), n)
+		_ = s.host.NetworkUndefine(context.Background(), n)
+	})
+}
+
+// upload puts a local file into the pool as a raw volume, holes kept as holes.
+func (s *suite) upload(ctx context.Context, t *testing.T, name, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := s.host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(
+		`<volume type='file'><name>%s</name><capacity unit='bytes'>%d</capacity><allocation unit='bytes'>0</allocation>`+
+			`<target><format type='raw'/></target></volume>`, name, fi.Size()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.host.StorageVolUploadSparse(ctx, vol, f, nil); err != nil {
+		t.Fatalf("uploading %s: %v", name, err)
+	}
+}
+
+// provider maps standard to this run's pool and prod to its network, and declares vtpm.
+func (s *suite) provider() *banlieuev1.Provider {
+	caps := banlieuev1.ProviderCapabilities{
+		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}},
+		Features:       []string{"vtpm"},
+	}
+	if s.network != "" {
+		caps.NetworkClasses = []banlieuev1.NetworkClassMapping{{Name: "prod", Target: map[string]string{"network": s.network}}}
+	}
+	return &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-host-7", Namespace: s.ns, Labels: map[string]string{"site": "lab"}},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{
+				Endpoint:       s.lab.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: "libvirt-edge-creds"},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "libvirt-edge-ca"}},
+			},
+			Capabilities: caps,
+		},
+	}
+}
+
+func (s *suite) waitProviderReady(ctx context.Context, t *testing.T) {
+	t.Helper()
+	eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() (bool, string) {
+		var p banlieuev1.Provider
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "libvirt-edge-host-7"}, &p); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status)
+	})
+}
+
+// example17 is examples/17-virtualmachine-libvirt.yaml, decoded.
+type example17 struct {
+	image    *banlieuev1.VMImage
+	class    *banlieuev1.VMClass
+	userData *corev1.ConfigMap
+	vm       *banlieuev1.VirtualMachine
+}
+
+func loadExample17(t *testing.T) example17 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "17-virtualmachine-libvirt.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex example17
+	for _, doc := range bytes.Split(data, []byte("\n---")) {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatal(err)
+		}
+		var target any
+		switch head.Kind {
+		case "VMImage":
+			ex.image = &banlieuev1.VMImage{}
+			target = ex.image
+		case "VMClass":
+			ex.class = &banlieuev1.VMClass{}
+			target = ex.class
+		case "ConfigMap":
+			ex.userData = &corev1.ConfigMap{}
+			target = ex.userData
+		case "VirtualMachine":
+			ex.vm = &banlieuev1.VirtualMachine{}
+			target = ex.vm
+		default:
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, target); err != nil {
+			t.Fatalf("examples/17 %s: %v", head.Kind, err)
+		}
+	}
+	if ex.image == nil || ex.class == nil || ex.userData == nil || ex.vm == nil {
+		t.Fatal("examples/17 must hold a VMImage, a VMClass, a ConfigMap and a VirtualMachine")
+	}
+	return ex
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testWriter sends controller logs to the test's log, shown when it fails or with -v.
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,213 @@
+package hardening
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/test/jobrunner"
+)
+
+// TestFaultLibvirtdKilled kills the lab libvirtd (SIGKILL) while a LibvirtMachine is being
+// defined and started, and while one is torn down, then starts it again with
+// hack/libvirt-lab.sh start. Afterwards: exactly one domain per machine with the UUID its
+// status reports, exactly its two volumes, and after deletion no domain, no volume and no
+// object held by a finalizer.
+//
+// The lab daemon is shared: other suites running at the same moment see it die too.
+func TestFaultLibvirtdKilled(t *testing.T) {
+	ctx, s := startLabSuite(t)
+	t.Cleanup(func() { s.startLibvirtd(t) }) // whatever happens, leave the lab running
+
+	points := []struct {
+		name string
+		hit  func(domName string) bool
+	}{
+		{"OS volume created", func(d string) bool { return slices.Contains(s.volumes(ctx, t), d+"-os.qcow2") }},
+		{"domain defined", func(d string) bool { return len(s.domainsNamed(ctx, t, d)) > 0 }},
+	}
+	for i, p := range points {
+		t.Run("define/start: kill after "+p.name, func(t *testing.T) {
+			vm := s.vm(s.ns, fmt.Sprintf("kill-%d", i), banlieuev1.PoweredOn)
+			domName := s.ns + "-" + vm.Name
+			if err := s.c.Create(ctx, vm); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 60*time.Second, p.name, func() (bool, string) { return p.hit(domName), "" })
+			s.killLibvirtd(t)
+			killed := time.Now()
+			time.Sleep(time.Second) // the provider's in-flight call fails against a dead daemon
+			s.startLibvirtd(t)
+			s.waitRunning(ctx, t, vm, 120*time.Second)
+			t.Logf("converged %s after the kill", time.Since(killed).Round(time.Millisecond))
+			s.checkOneDomain(ctx, t, vm)
+			s.deleteVM(ctx, t, vm, 90*time.Second)
+			s.checkNothingLeft(ctx, t, domName)
+		})
+	}
+
+	t.Run("teardown: kill right after deletion is requested", func(t *testing.T) {
+		vm := s.vm(s.ns, "kill-teardown", banlieuev1.PoweredOn)
+		domName := s.ns + "-" + vm.Name
+		if err := s.c.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		s.waitRunning(ctx, t, vm, 90*time.Second)
+		if err := s.c.Delete(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "LibvirtMachine deletion requested", func() (bool, string) {
+			m, err := s.getMachine(ctx, vm)
+			return err == nil && !m.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+		})
+		s.killLibvirtd(t)
+		killed := time.Now()
+		time.Sleep(time.Second)
+		s.startLibvirtd(t)
+		s.deleteVM(ctx, t, vm, 120*time.Second)
+		t.Logf("teardown finished %s after the kill", time.Since(killed).Round(time.Millisecond))
+		s.checkNothingLeft(ctx, t, domName)
+	})
+}
+
+func (s *labSuite) waitRunning(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "LibvirtMachine "+vm.Name+" DomainRunning", func() (bool, string) {
+		m, err := s.getMachine(ctx, vm)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == providerlibvirt.ReasonDomainRunning && m.Status.DomainUUID != "",
+			condition(m.Status.Conditions, "Ready")
+	})
+}
+
+// checkOneDomain: one domain of the machine's name, the UUID its status reports, its two volumes.
+func (s *labSuite) checkOneDomain(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
+	t.Helper()
+	m, err := s.getMachine(ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	domName := m.Spec.DomainName
+	var same []string
+	for _, d := range s.domainsNamed(ctx, t, s.ns+"-") {
+		if d.Name == domName {
+			same = append(same, d.UUID.String())
+		}
+	}
+	if len(same) != 1 || same[0] != m.Status.DomainUUID {
+		t.Errorf("domains named %s: %v, status.domainUuid %s", domName, same, m.Status.DomainUUID)
+	}
+	if got, want := strings.Join(s.volumesOf(ctx, t, domName), ","), domName+"-cidata.iso,"+domName+"-os.qcow2"; got != want {
+		t.Errorf("volumes %s, want %s", got, want)
+	}
+}
+
+func (s *labSuite) checkNothingLeft(ctx context.Context, t *testing.T, domName string) {
+	t.Helper()
+	if d := s.domainsNamed(ctx, t, domName); len(d) != 0 {
+		t.Errorf("domain %s still defined after deletion", domName)
+	}
+	if v := s.volumesOf(ctx, t, domName); len(v) != 0 {
+		t.Errorf("volumes %v left after deletion", v)
+	}
+	if v := s.volumes(ctx, t); !slices.Equal(v, []string{bootVolume}) {
+		t.Errorf("pool holds %v, want only %s", v, bootVolume)
+	}
+}
+
+// TestFaultDiskFull imports a 32 MiB artifact with the real binary into a dir pool on an 8 MiB
+// tmpfs. The lab daemon runs in a private mount namespace (propagation private), so a mount
+// made on the host after it started is invisible to it: the tmpfs is mounted inside the
+// daemon's namespace with nsenter. The import must fail naming the volume and the cause, and
+// leave neither the volume nor its completion marker.
+func TestFaultDiskFull(t *testing.T) {
+	ctx, s := startLabSuite(t)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("nsenter missing (util-linux)")
+	}
+	bin := jobrunner.BuildBanlieue(t)
+	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+
+	pid, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mntNS := "/proc/" + strings.TrimSpace(string(pid)) + "/ns/mnt"
+	name := "hd-full-" + s.run
+	dir := filepath.Join(s.lab.Dir, "pools", name)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("nsenter", "--mount="+mntNS, "mount", "-t", "tmpfs", "-o", "size=8m,mode=0711", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a tmpfs in libvirtd's namespace: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("nsenter", "--mount="+mntNS, "umount", dir).Run()
+		_ = os.Remove(dir)
+	})
+	pool, err := s.host.StoragePoolCreateXML(ctx,
+		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c := context.Background()
+		if vols, err := s.host.StoragePoolListAllVolumes(c, pool); err == nil {
+			for _, v := range vols {
+				_ = s.host.StorageVolDelete(c, v)
+			}
+		}
+		_ = s.host.StoragePoolDestroy(c, pool)
+	})
+
+	// Random bytes: no hole for the sparse upload to skip.
+	src := filepath.Join(t.TempDir(), "big.raw")
+	data := make([]byte, 32<<20)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "provider", "libvirt", "import", "--vmimage", "big",
+		"--provider", labProvider, "--provider-namespace", s.ns, "--pool", name, "--source", src, "--kubeconfig", kubeconfig)
+	out, err := cmd.CombinedOutput()
+	t.Logf("import exited after %s (%v):\n%s", time.Since(start).Round(time.Millisecond), err, out)
+	if err == nil {
+		t.Fatal("import of 32 MiB into an 8 MiB pool succeeded")
+	}
+	msg := string(out)
+	for _, w := range []string{"big.raw", name, "No space left on device"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("import error does not name %q", w)
+		}
+	}
+	if err := s.host.StoragePoolRefresh(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols {
+		t.Errorf("volume %s left in the full pool (want neither big.raw nor big.raw.sha256)", v.Name)
+	}
+	// The files themselves, seen from inside the daemon's namespace.
+	if ls, err := exec.Command("nsenter", "--mount="+mntNS, "ls", "-A", dir).CombinedOutput(); err != nil || len(strings.TrimSpace(string(ls))) != 0 {
+		t.Errorf("pool directory not empty: %q (%v)", ls, err)
+	}
+}

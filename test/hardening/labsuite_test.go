@@ -1,0 +1,429 @@
+package hardening
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/controller"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// The suite plays the Provider controller: it writes the Provider's status (one failure domain
+// offering every mapped storage class) under the provider's field manager, so a storage class
+// whose pool the host lacks still reaches the LibvirtMachine, as it does when a pool is removed
+// after the Provider was probed.
+const (
+	providerManager = "banlieue.io/provider-libvirt"
+	labProvider     = "lab"
+	bootVolume      = "tiny.raw"
+	// weirdPool is a pool name full of XML metacharacters; no such pool exists on the host.
+	weirdPool = `po<o>l&'"`
+)
+
+// labSuite is envtest, the controller role and the libvirt machine controller in one manager,
+// and the lab libvirtd with a pool of this run's own (the lab is shared with other suites).
+type labSuite struct {
+	env     *testenv.Env
+	c       client.Client
+	lab     testenv.LibvirtLab
+	host    *libvirt.Client
+	run     string
+	ns      string
+	pool    string
+	poolDir string
+	class   string
+	image   string
+	log     *testLog
+	// root is the test that started the suite: clients redialled from a subtest live as long as it.
+	root *testing.T
+	// imageRows are the VMImage's perProvider rows, one per namespace set up.
+	imageRows []banlieuev1.ProviderImageStatus
+}
+
+// testLog sends the manager's logs to the test log (seen with -v or on failure).
+type testLog struct{ t *testing.T }
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func startLabSuite(t *testing.T) (context.Context, *labSuite) {
+	t.Helper()
+	lab := testenv.RequireLibvirtLab(t)
+	env := testenv.Start(t)
+	s := &labSuite{env: env, c: env.Client, lab: lab, log: &testLog{t}, root: t}
+	ctrl.SetLogger(zap.New(zap.WriteTo(s.log)))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s.host = dialLab(t, lab)
+
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	s.run = hex.EncodeToString(b)
+	s.ns = "hd-" + s.run
+	s.pool = "hd-" + s.run
+	s.class = "hd-" + s.run + "-small"
+	s.image = "hd-" + s.run + "-tiny"
+	s.createPool(ctx, t)
+	// Registered after the pool's cleanup, so it runs first: whatever a failed run left defined
+	// under this run's prefix goes before the pool does.
+	t.Cleanup(func() { s.removeDomains(context.Background(), "hd-"+s.run) })
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := hostconn.NewPool()
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 2 * time.Second}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(mctx) }()
+	t.Cleanup(func() { mcancel(); <-done; conns.Close() })
+
+	s.createClassAndImage(ctx, t)
+	s.setupNamespace(ctx, t, s.ns)
+	return ctx, s
+}
+
+func dialLab(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
+	t.Helper()
+	return dialLabUntil(t, t, lab)
+}
+
+// dialLabUntil dials the lab, failing t, and closes the client when owner ends.
+func dialLabUntil(t, owner *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
+	t.Helper()
+	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *libvirt.Client
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err = libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dialling the lab host: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	owner.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *labSuite) createPool(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s.poolDir = filepath.Join(s.lab.Dir, "pools", s.pool)
+	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := s.host.StoragePoolCreateXML(ctx,
+		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, s.pool, s.poolDir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if p, err := s.host.StoragePoolLookupByName(ctx, s.pool); err == nil {
+			if vols, err := s.host.StoragePoolListAllVolumes(ctx, p); err == nil {
+				for _, v := range vols {
+					_ = s.host.StorageVolDelete(ctx, v)
+				}
+			}
+			_ = s.host.StoragePoolDestroy(ctx, p)
+		}
+		_ = os.RemoveAll(s.poolDir)
+	})
+	vol, err := s.host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name>`+
+		`<capacity unit='bytes'>%d</capacity><target><format type='raw'/></target></volume>`, bootVolume, 1<<20), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = vol
+}
+
+// removeDomains destroys and undefines every domain whose name starts with prefix.
+func (s *labSuite) removeDomains(ctx context.Context, prefix string) {
+	doms, err := s.host.ListAllDomains(ctx)
+	if err != nil {
+		return
+	}
+	for _, d := range doms {
+		if strings.HasPrefix(d.Name, prefix) {
+			_ = s.host.DomainDestroy(ctx, d)
+			_ = s.host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
+		}
+	}
+}
+
+func (s *labSuite) createClassAndImage(ctx context.Context, t *testing.T) {
+	t.Helper()
+	class := &banlieuev1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: s.class},
+		Spec: banlieuev1.VMClassSpec{
+			Firmware: banlieuev1.FirmwareBIOS,
+			Hardware: banlieuev1.ClassHardware{CPUs: 1, MemoryMiB: 128,
+				Disks: []banlieuev1.ClassDisk{{Name: "os", SizeGiB: 1, StorageClass: "standard"}}},
+			Network: banlieuev1.ClassNetwork{Interfaces: []banlieuev1.ClassInterface{}},
+		},
+	}
+	weird := class.DeepCopy()
+	weird.Name = s.class + "-weird"
+	weird.Spec.Hardware.Disks[0].StorageClass = "weird"
+	img := &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: s.image},
+		Spec: banlieuev1.VMImageSpec{
+			OSFamily: "linux", OSDistribution: "debian", OSVersion: "12", Architecture: "amd64",
+			Sources:  []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: "/images/" + bootVolume}},
+			Template: &banlieuev1.VMImageTemplate{InstallMode: banlieuev1.InstallImmediate},
+		},
+	}
+	for _, o := range []client.Object{class, weird, img} {
+		if err := s.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// setupNamespace creates ns with the lab's credentials, a Provider "lab" mapping standard to this
+// run's pool and weird to weirdPool, its status as the Provider controller would write it, and
+// the VMImage's row for it.
+func (s *labSuite) setupNamespace(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	p := &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: labProvider, Namespace: ns},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{
+				Endpoint:       s.lab.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
+			},
+			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+				{Name: "standard", Target: map[string]string{"pool": s.pool}},
+				{Name: "weird", Target: map[string]string{"pool": weirdPool}},
+			}},
+		},
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
+			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
+			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
+		p,
+	} {
+		if err := s.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := banlieuev1.ProviderStatus{
+		FailureDomains: []banlieuev1.FailureDomain{{
+			Name:   labProvider,
+			Labels: map[string]string{"name": labProvider},
+			Attributes: banlieuev1.FailureDomainAttributes{
+				AvailableStorageClasses: []string{"standard", "weird"},
+				Raw:                     map[string]string{"domainType": "qemu"},
+			},
+		}},
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+	}
+	if err := ssa.ApplyStatus(ctx, s.c, p, &status, providerManager); err != nil {
+		t.Fatal(err)
+	}
+	// One row per Provider; the provider's manager owns them all, so send every namespace's.
+	s.imageRows = append(s.imageRows, banlieuev1.ProviderImageStatus{ProviderName: labProvider, ProviderNamespace: ns,
+		Ready: true, Reason: "Reconciled", ResolvedRef: bootVolume})
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: s.image}}
+	if err := ssa.ApplyStatus(ctx, s.c, img, &banlieuev1.VMImageStatus{PerProvider: s.imageRows}, providerManager); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *labSuite) vm(ns, name string, power banlieuev1.PowerState) *banlieuev1.VirtualMachine {
+	return &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: banlieuev1.VirtualMachineSpec{
+			ClassRef:          banlieuev1.LocalObjectReference{Name: s.class},
+			ImageRef:          banlieuev1.LocalObjectReference{Name: s.image},
+			DesiredPowerState: power,
+			MigrationPolicy:   "never",
+		},
+	}
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func condition(conds []metav1.Condition, typ string) string {
+	c := meta.FindStatusCondition(conds, typ)
+	if c == nil {
+		return typ + "=<none>"
+	}
+	return fmt.Sprintf("%s=%s %s %q", typ, c.Status, c.Reason, c.Message)
+}
+
+func (s *labSuite) getVM(ctx context.Context, vm *banlieuev1.VirtualMachine) (*banlieuev1.VirtualMachine, error) {
+	var got banlieuev1.VirtualMachine
+	err := s.c.Get(ctx, client.ObjectKeyFromObject(vm), &got)
+	return &got, err
+}
+
+func (s *labSuite) getMachine(ctx context.Context, vm *banlieuev1.VirtualMachine) (*infrav1.LibvirtMachine, error) {
+	var got infrav1.LibvirtMachine
+	err := s.c.Get(ctx, client.ObjectKeyFromObject(vm), &got)
+	return &got, err
+}
+
+// deleteVM deletes vm and waits until it and its machine are gone (finalizers cleared).
+func (s *labSuite) deleteVM(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) {
+	t.Helper()
+	if err := s.c.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "VirtualMachine "+vm.Name+" and its LibvirtMachine gone", func() (bool, string) {
+		_, errVM := s.getVM(ctx, vm)
+		m, errM := s.getMachine(ctx, vm)
+		return apierrors.IsNotFound(errVM) && apierrors.IsNotFound(errM),
+			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, "Ready"))
+	})
+}
+
+// volumes lists the names in this run's pool, sorted.
+func (s *labSuite) volumes(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Best effort: a refresh is refused while a volume is being created.
+	_ = s.host.StoragePoolRefresh(ctx, pool)
+	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vols {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// volumesOf are the pool's volumes named after domName.
+func (s *labSuite) volumesOf(ctx context.Context, t *testing.T, domName string) []string {
+	t.Helper()
+	var mine []string
+	for _, v := range s.volumes(ctx, t) {
+		if strings.HasPrefix(v, domName+"-") {
+			mine = append(mine, v)
+		}
+	}
+	return mine
+}
+
+// domainsNamed lists the host's domains whose name starts with prefix.
+func (s *labSuite) domainsNamed(ctx context.Context, t *testing.T, prefix string) []libvirt.Domain {
+	t.Helper()
+	doms, err := s.host.ListAllDomains(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []libvirt.Domain
+	for _, d := range doms {
+		if strings.HasPrefix(d.Name, prefix) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// killLibvirtd is a crash: SIGKILL to the lab daemon.
+func (s *labSuite) killLibvirtd(t *testing.T) {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatalf("kill -9 libvirtd %d: %v", pid, err)
+	}
+}
+
+// startLibvirtd runs hack/libvirt-lab.sh start (a no-op when the daemon runs) and redials.
+func (s *labSuite) startLibvirtd(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "libvirt-lab.sh"), "start", s.lab.Dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("restarting libvirtd: %v\n%s", err, out)
+	}
+	s.host = dialLabUntil(t, s.root, s.lab)
+}

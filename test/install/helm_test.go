@@ -1,0 +1,512 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// The chart (charts/banlieue) must render, with its default values, exactly the objects of
+// config/default; these tests hold the two to each other and to the API server.
+
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "banlieue") }
+
+var helmBuild struct {
+	once sync.Once
+	path string
+	err  error
+	took time.Duration
+}
+
+// helmBinary builds (first time, a few minutes) or reuses the pinned helm via hack/helm.sh. A
+// helm that cannot be built skips the test on a workstation and fails it under CI.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	helmBuild.once.Do(func() {
+		start := time.Now()
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "helm.sh"))
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			helmBuild.err = fmt.Errorf("hack/helm.sh: %v\n%s", err, errOut.String())
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		helmBuild.path = lines[len(lines)-1]
+		helmBuild.took = time.Since(start)
+	})
+	if helmBuild.err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(helmBuild.err)
+		}
+		t.Skip(helmBuild.err)
+	}
+	t.Logf("helm: %s (hack/helm.sh took %v)", helmBuild.path, helmBuild.took.Round(time.Millisecond))
+	return helmBuild.path
+}
+
+// renderChart runs `helm template banlieue charts/banlieue --include-crds` with extra args.
+func renderChart(t *testing.T, helm string, args ...string) []byte {
+	t.Helper()
+	start := time.Now()
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(helm, append([]string{"template", "banlieue", chartDir(), "--include-crds"}, args...)...)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm template %q: %v\n%s", args, err, errOut.String())
+	}
+	t.Logf("helm template (%d value flags): %d bytes in %v", len(args)/2, out.Len(), time.Since(start).Round(time.Millisecond))
+	return out.Bytes()
+}
+
+func renderKustomize(t *testing.T) []byte {
+	t.Helper()
+	out, errOut, err := runKubectl(kubectlBinary(t), "kustomize", defaultDir())
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, errOut)
+	}
+	return []byte(out)
+}
+
+// parseObjects splits a multi-document YAML stream into objects, skipping empty documents.
+func parseObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("reading YAML: %v", err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("parsing YAML document: %v\n%s", err, doc)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
+
+func objectKey(o *unstructured.Unstructured) string {
+	gvk := o.GroupVersionKind()
+	key := gvk.Kind
+	if gvk.Group != "" {
+		key += "." + gvk.Group
+	}
+	key += " "
+	if ns := o.GetNamespace(); ns != "" {
+		key += ns + "/"
+	}
+	return key + o.GetName()
+}
+
+// helmOnlyLabels are the chart's bookkeeping labels, which kustomize does not set.
+var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance"}
+
+// normalise drops what only one rendering can carry: helm's own labels, and the part-of label
+// on CRDs (kustomize adds it to every object; helm installs crds/ verbatim, untemplated).
+func normalise(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	byKey := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		o = o.DeepCopy()
+		labels := o.GetLabels()
+		for _, l := range helmOnlyLabels {
+			delete(labels, l)
+		}
+		if o.GetKind() == "CustomResourceDefinition" {
+			delete(labels, "app.kubernetes.io/part-of")
+		}
+		if len(labels) == 0 {
+			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
+		} else {
+			o.SetLabels(labels)
+		}
+		byKey[objectKey(o)] = o
+	}
+	return byKey
+}
+
+// diffPaths lists the paths at which a and b differ (at most a few per object).
+func diffPaths(path string, a, b any, out *[]string) {
+	if len(*out) >= 10 {
+		return
+	}
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := map[string]bool{}
+		for k := range av {
+			keys[k] = true
+		}
+		for k := range bv {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			diffPaths(path+"."+k, av[k], bv[k], out)
+		}
+		return
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			break
+		}
+		for i := range av {
+			diffPaths(fmt.Sprintf("%s[%d]", path, i), av[i], bv[i], out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, fmt.Sprintf("%s: kustomize %s, helm %s", path, short(a), short(b)))
+	}
+}
+
+func short(v any) string {
+	if v == nil {
+		return "<unset>"
+	}
+	data, _ := yaml.Marshal(v)
+	s := strings.TrimSpace(string(data))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// TestChartCopiesInSync: charts/banlieue/crds and files/rbac are byte-for-byte copies of the
+// generated config/crd/bases and config/rbac/<role>/role.yaml (see charts/banlieue/README.md).
+func TestChartCopiesInSync(t *testing.T) {
+	root := testenv.RepoRoot()
+	bases, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(bases) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	copies, _ := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
+	pairs := map[string]string{}
+	for _, b := range bases {
+		pairs[filepath.Join(chartDir(), "crds", filepath.Base(b))] = b
+	}
+	for _, c := range copies {
+		if _, ok := pairs[c]; !ok {
+			t.Errorf("charts/banlieue/crds/%s has no source in config/crd/bases: delete it", filepath.Base(c))
+		}
+	}
+	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
+		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
+	}
+	stale := 0
+	for dst, src := range pairs {
+		want, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(dst)
+		if err != nil || !bytes.Equal(got, want) {
+			rel, _ := filepath.Rel(root, dst)
+			srcRel, _ := filepath.Rel(root, src)
+			t.Errorf("%s is not a copy of %s", rel, srcRel)
+			stale++
+		}
+	}
+	if stale > 0 {
+		t.Log(`refresh them with:
+  cp config/crd/bases/*.yaml charts/banlieue/crds/
+  for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done`)
+	}
+}
+
+// TestChartMatchesKustomize: `helm template` with the default values and `kubectl kustomize
+// config/default` render the same objects, field for field, up to the labels helm alone sets.
+func TestChartMatchesKustomize(t *testing.T) {
+	helm := helmBinary(t)
+	kust := normalise(parseObjects(t, renderKustomize(t)))
+	chart := normalise(parseObjects(t, renderChart(t, helm)))
+	var keys []string
+	for k := range kust {
+		keys = append(keys, k)
+	}
+	for k := range chart {
+		if _, ok := kust[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a, inKust := kust[k]
+		b, inChart := chart[k]
+		switch {
+		case !inChart:
+			t.Errorf("%s: rendered by config/default, not by the chart", k)
+		case !inKust:
+			t.Errorf("%s: rendered by the chart, not by config/default", k)
+		default:
+			var diffs []string
+			diffPaths("", a.Object, b.Object, &diffs)
+			if len(diffs) > 0 {
+				t.Errorf("%s differs:\n  %s", k, strings.Join(diffs, "\n  "))
+			}
+		}
+	}
+	t.Logf("%d objects compared", len(keys))
+	// Every object but the CRDs carries part-of on both sides (the comparison kept it).
+	for k, o := range chart {
+		if o.GetKind() != "CustomResourceDefinition" && o.GetLabels()["app.kubernetes.io/part-of"] != "banlieue" {
+			t.Errorf("%s lacks app.kubernetes.io/part-of: banlieue", k)
+		}
+	}
+}
+
+// TestChartValues renders the chart with non-default values and checks that each lands where
+// the docs say.
+func TestChartValues(t *testing.T) {
+	helm := helmBinary(t)
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	objs := parseObjects(t, renderChart(t, helm, nonDefaultValues(digest)...))
+	byKind := map[string][]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
+	}
+	if n := len(byKind["Namespace"]); n != 0 {
+		t.Errorf("namespaces.create=false still renders %d Namespaces", n)
+	}
+	if n := len(byKind["CustomResourceDefinition"]); n != len(crds) {
+		t.Errorf("%d CRDs, want %d", n, len(crds))
+	}
+	if len(byKind["Deployment"]) != 3 {
+		t.Fatalf("%d Deployments, want 3", len(byKind["Deployment"]))
+	}
+	for _, d := range byKind["Deployment"] {
+		role := strings.TrimPrefix(d.GetName(), "banlieue-")
+		str := func(f ...string) string { s, _, _ := unstructured.NestedString(d.Object, f...); return s }
+		pod := []string{"spec", "template", "spec"}
+		ctrs, _, _ := unstructured.NestedSlice(d.Object, append(pod, "containers")...)
+		ctr := ctrs[0].(map[string]any)
+		wantImage := "my.registry:5000/banlieue:v9@" + digest
+		if ctr["image"] != wantImage || ctr["imagePullPolicy"] != "Always" {
+			t.Errorf("%s: image %v pull %v, want %s Always", role, ctr["image"], ctr["imagePullPolicy"], wantImage)
+		}
+		args, _, _ := unstructured.NestedStringSlice(ctr, "args")
+		for _, want := range []string{"--log-format=text", "--log-level=debug"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("%s: args %q lack %s", role, args, want)
+			}
+		}
+		if role == "operator" && !slices.Contains(args, "--watch-namespace=tenants") {
+			t.Errorf("operator: args %q lack the extraArgs", args)
+		}
+		if sel := str(append(pod, "nodeSelector", "banlieue.io/infra")...); sel != "true" {
+			t.Errorf("%s: nodeSelector %q", role, sel)
+		}
+		tol, _, _ := unstructured.NestedSlice(d.Object, append(pod, "tolerations")...)
+		ps, _, _ := unstructured.NestedSlice(d.Object, append(pod, "imagePullSecrets")...)
+		if len(tol) != 1 || len(ps) != 1 {
+			t.Errorf("%s: tolerations %v, imagePullSecrets %v", role, tol, ps)
+		}
+		replicas, _, _ := unstructured.NestedFloat64(d.Object, "spec", "replicas") // JSON numbers
+		mem, _, _ := unstructured.NestedString(ctr, "resources", "limits", "memory")
+		if role == "controller" && (replicas != 2 || mem != "1Gi") {
+			t.Errorf("controller: replicas %v memory limit %q, want 2 and 1Gi", replicas, mem)
+		}
+		if role != "controller" && mem != "512Mi" {
+			t.Errorf("%s: memory limit %q, want the default 512Mi", role, mem)
+		}
+	}
+	pvc := byKind["PersistentVolumeClaim"]
+	if len(pvc) != 1 {
+		t.Fatalf("%d PVCs", len(pvc))
+	}
+	class, _, _ := unstructured.NestedString(pvc[0].Object, "spec", "storageClassName")
+	size, _, _ := unstructured.NestedString(pvc[0].Object, "spec", "resources", "requests", "storage")
+	modes, _, _ := unstructured.NestedStringSlice(pvc[0].Object, "spec", "accessModes")
+	if class != "cephfs" || size != "500Gi" || !slices.Equal(modes, []string{"ReadWriteOnce"}) {
+		t.Errorf("PVC: class %q size %q modes %q", class, size, modes)
+	}
+	pcs := byKind["ProviderClass"]
+	if len(pcs) != 1 || pcs[0].GetName() != "libvirt-custom" {
+		t.Fatalf("ProviderClasses %v, want libvirt-custom", pcs)
+	}
+	img, _, _ := unstructured.NestedMap(pcs[0].Object, "spec", "image")
+	wantImg := map[string]any{"repository": "my.registry:5000/banlieue", "tag": "v9", "digest": digest, "pullPolicy": "Always",
+		"pullSecrets": []any{map[string]any{"name": "regcred"}}}
+	if !reflect.DeepEqual(img, wantImg) {
+		t.Errorf("ProviderClass image %v, want %v", img, wantImg)
+	}
+	level, _, _ := unstructured.NestedString(pcs[0].Object, "spec", "logging", "level")
+	if level != "debug" {
+		t.Errorf("ProviderClass logging.level %q", level)
+	}
+
+	// storageClassName "-" is an explicit empty class; providerClass.create=false drops it.
+	objs = parseObjects(t, renderChart(t, helm, "--set", "artifacts.storageClassName=-", "--set", "providerClass.create=false"))
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "PersistentVolumeClaim":
+			class, found, _ := unstructured.NestedString(o.Object, "spec", "storageClassName")
+			if !found || class != "" {
+				t.Errorf("storageClassName=-: got %q (set %v), want an explicit empty class", class, found)
+			}
+		case "ProviderClass":
+			t.Errorf("providerClass.create=false still renders ProviderClass %s", o.GetName())
+		}
+	}
+}
+
+// nonDefaultValues sets every documented value to something other than its default.
+func nonDefaultValues(digest string) []string {
+	values := []string{
+		"image.repository=my.registry:5000/banlieue", "image.tag=v9", "image.digest=" + digest,
+		"image.pullPolicy=Always", "imagePullSecrets[0].name=regcred",
+		"namespaces.create=false", "log.format=text", "log.level=debug",
+		"controller.replicas=2", "controller.resources.limits.memory=1Gi", "controller.resources.requests.memory=256Mi",
+		"operator.extraArgs[0]=--watch-namespace=tenants",
+		"nodeSelector.banlieue\\.io/infra=true",
+		"tolerations[0].key=dedicated", "tolerations[0].operator=Exists", "tolerations[0].effect=NoSchedule",
+		"artifacts.size=500Gi", "artifacts.storageClassName=cephfs", "artifacts.accessModes[0]=ReadWriteOnce",
+		"providerClass.name=libvirt-custom", "providerClass.pullSecrets[0].name=regcred",
+	}
+	var args []string
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	// "true" would become a bool through --set; a nodeSelector value must stay a string.
+	return append(args, "--set-string", "nodeSelector.banlieue\\.io/infra=true")
+}
+
+// installCRDsAndNamespaces is the documented first step: CRDs (Established) and namespaces.
+func installCRDsAndNamespaces(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, dir := range []string{"crd", "namespaces"} {
+		if out, errOut, err := c.run("apply", "--server-side", "-k", filepath.Join(testenv.RepoRoot(), "config", dir)); err != nil {
+			t.Fatalf("kubectl apply --server-side -k config/%s: %v\n%s%s", dir, err, out, errOut)
+		}
+	}
+	if out, errOut, err := c.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
+		t.Fatalf("kubectl wait for the CRDs: %v\n%s%s", err, out, errOut)
+	}
+}
+
+// TestRenderingsApplyDryRun server-side applies (dry run) the kustomize rendering, the chart's
+// default rendering and a rendering with every value changed to an API server that holds only
+// the CRDs and the namespaces: every object must be accepted, without warnings.
+func TestRenderingsApplyDryRun(t *testing.T) {
+	helm := helmBinary(t)
+	renderings := []struct {
+		name string
+		data []byte
+	}{
+		{"kubectl kustomize config/default", renderKustomize(t)},
+		{"helm template (default values)", renderChart(t, helm)},
+		{"helm template (every value set)", renderChart(t, helm, nonDefaultValues("sha256:"+strings.Repeat("ab", 32))...)},
+	}
+	start := time.Now()
+	c := startCluster(t)
+	installCRDsAndNamespaces(t, c)
+	t.Logf("API server up with CRDs and namespaces in %v", time.Since(start).Round(time.Millisecond))
+	for _, r := range renderings {
+		objs := parseObjects(t, r.data)
+		file := filepath.Join(t.TempDir(), "rendering.yaml")
+		if err := os.WriteFile(file, r.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, errOut, err := c.run("apply", "--server-side", "--dry-run=server", "-f", file)
+		if err != nil {
+			t.Errorf("%s | kubectl apply --server-side --dry-run=server: %v\n%s%s", r.name, err, out, errOut)
+			continue
+		}
+		if strings.Contains(errOut, "Warning") {
+			t.Errorf("%s | kubectl apply --dry-run=server printed warnings:\n%s", r.name, errOut)
+		}
+		if n := strings.Count(out, "serverside-applied (server dry run)"); n != len(objs) {
+			t.Errorf("%s: %d of %d objects applied (dry run):\n%s", r.name, n, len(objs), out)
+		}
+		t.Logf("%s: %d objects accepted (dry run) in %v", r.name, len(objs), time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestHelmInstall runs the documented `helm install` (release record in an existing namespace,
+// the chart creating both of banlieue's) against an empty API server, then `helm uninstall`.
+func TestHelmInstall(t *testing.T) {
+	helm := helmBinary(t)
+	start := time.Now()
+	c := startCluster(t)
+	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+	kubeconfig := c.kubectl[len(c.kubectl)-1] // --kubeconfig=<file>, as envtest's kubectl gets it
+	if !strings.HasPrefix(kubeconfig, "--kubeconfig=") {
+		t.Fatalf("envtest kubectl options %q carry no --kubeconfig", c.kubectl[1:])
+	}
+	runHelm := func(args ...string) string {
+		t.Helper()
+		start := time.Now()
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(helm, append(args, kubeconfig)...)
+		cmd.Dir = testenv.RepoRoot()
+		// A private helm home: no repositories, cache or config of the machine's user.
+		home := t.TempDir()
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("helm %q: %v\n%s%s", args, err, out.String(), errOut.String())
+		}
+		t.Logf("helm %s in %v", strings.Join(args[:2], " "), time.Since(start).Round(time.Millisecond))
+		return out.String() + errOut.String()
+	}
+	runHelm("install", "banlieue", chartDir(), "--namespace", "default")
+
+	// What the install created, read back as the objects config/default would have created.
+	want := normalise(parseObjects(t, renderKustomize(t)))
+	for key, o := range want {
+		args := []string{"get", o.GetKind() + "." + o.GroupVersionKind().Group, o.GetName(), "-o", "name"}
+		if kind := o.GetKind(); o.GroupVersionKind().Group == "" {
+			args[1] = kind
+		}
+		if ns := o.GetNamespace(); ns != "" {
+			args = append(args, "-n", ns)
+		}
+		if out, errOut, err := c.run(args...); err != nil {
+			t.Errorf("%s after helm install: %v\n%s%s", key, err, out, errOut)
+		}
+	}
+	if out, errOut, err := c.run("get", "providerclass", "libvirt", "-o", "jsonpath={.spec.image.repository}:{.spec.image.tag}"); err != nil || out != image {
+		t.Errorf("ProviderClass libvirt image %q (%v %s), want %s", out, err, errOut, image)
+	}
+
+	runHelm("uninstall", "banlieue", "--namespace", "default", "--wait=false")
+	for _, role := range roles {
+		if out, _, err := c.run("get", "clusterrole", "banlieue-"+role, "-o", "name"); err == nil {
+			t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
+		}
+	}
+}
