@@ -17,7 +17,9 @@ manifests: ## CRDs and one ClusterRole per role, from the API types and rbac mar
 	@set -e; for role in $(ROLES); do \
 	  dir=$${role/provider-libvirt/provider\/libvirt}; \
 	  $(CONTROLLER_GEN) rbac:roleName=banlieue-$$role paths=./internal/$$dir/... output:rbac:dir=config/rbac/$$role; \
+	  cp config/rbac/$$role/role.yaml charts/banlieue/files/rbac/$$role.yaml; \
 	done
+	cp config/crd/bases/*.yaml charts/banlieue/crds/
 
 .PHONY: docs
 docs: ## The API reference (docs/reference/api.md) from the generated CRDs.

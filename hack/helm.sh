@@ -35,7 +35,11 @@ export GO111MODULE=on
 
 # Helm's release build stamps its version and the Kubernetes version `helm template` assumes
 # (.Capabilities.KubeVersion) from the client-go it is built with; do the same.
-info_json="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION")"
+if ! info_json="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION")"; then
+  log "cannot download helm.sh/helm/v3@$HELM_VERSION from the Go module proxy:"
+  echo "$info_json" >&2
+  exit 1
+fi
 upstream_gomod="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$info_json")"
 client_go="$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$upstream_gomod")" # v0.37.0
 k8s_minor="$(cut -d. -f2 <<<"$client_go")"

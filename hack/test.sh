@@ -21,6 +21,9 @@ KUBEBUILDER_ASSETS="$(hack/envtest-assets.sh | tail -1)"
 export KUBEBUILDER_ASSETS
 echo "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 
+phase "helm, built from Go modules (for the chart tests in test/install)"
+hack/helm.sh
+
 phase "libvirt lab host (libvirtd, TLS on 127.0.0.1:16514)"
 lab_dir="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
 lab_was_running=0

@@ -221,6 +221,7 @@ type VirtualMachineStatus struct {
 
 // VirtualMachine is a VM a user declares; banlieue schedules it onto a Provider.
 //
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it is a label value on the VM's machine"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=vm,categories=banlieue

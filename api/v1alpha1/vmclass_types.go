@@ -8,8 +8,9 @@ import (
 type VMClassSpec struct {
 	// hardware of each VM.
 	Hardware ClassHardware `json:"hardware"`
-	// network interfaces of each VM.
-	Network ClassNetwork `json:"network"`
+	// network interfaces of each VM; a class may have none.
+	// +optional
+	Network ClassNetwork `json:"network,omitempty"`
 	// firmware of each VM. efi-secure requires the failure domain feature efiSecureBoot.
 	// +optional
 	// +kubebuilder:default=efi
@@ -68,10 +69,11 @@ type ClassDisk struct {
 // ClassNetwork lists a class's interfaces.
 type ClassNetwork struct {
 	// interfaces of each VM, in order.
+	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
-	Interfaces []ClassInterface `json:"interfaces"`
+	Interfaces []ClassInterface `json:"interfaces,omitempty"`
 }
 
 // ClassInterface is one network interface of a class.

@@ -185,12 +185,12 @@ func TestLoad(t *testing.T) {
 	all := time.Since(start)
 	hwm := procStatus(t, "VmHWM")
 	doms := 0
-	for _, d := range must1(t, host.ListAllDomains(ctx)) {
+	for _, d := range must1(host.ListAllDomains(ctx))(t) {
 		if strings.HasPrefix(d.Name, ns+"-") {
 			doms++
 		}
 	}
-	vols := len(must1(t, host.StoragePoolListAllVolumes(ctx, pool)))
+	vols := len(must1(host.StoragePoolListAllVolumes(ctx, pool))(t))
 	if doms != *n || vols != 2**n+1 {
 		t.Errorf("host holds %d domains and %d volumes, want %d and %d", doms, vols, *n, 2**n+1)
 	}
@@ -221,6 +221,10 @@ func TestLoad(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	deleted := time.Since(delStart)
+	t.Logf("n=%d created-in=%s half-done=%s all-done=%s delete-all=%s VmHWM=%s", *n, created.Round(time.Millisecond),
+		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), hwm)
+	// A fresh connection: the shared lab daemon may have been restarted by another suite.
+	host = dial(t, lab)
 	after := hostState(ctx, t, host)
 	var ours, foreign []string
 	for _, d := range diff(before, after) {
@@ -259,10 +263,10 @@ func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
 func hostState(ctx context.Context, t *testing.T, c *libvirt.Client) []string {
 	t.Helper()
 	var out []string
-	for _, d := range must1(t, c.ListAllDomains(ctx)) {
+	for _, d := range must1(c.ListAllDomains(ctx))(t) {
 		out = append(out, "domain "+d.Name)
 	}
-	for _, p := range must1(t, c.ListAllStoragePools(ctx)) {
+	for _, p := range must1(c.ListAllStoragePools(ctx))(t) {
 		vols, err := c.StoragePoolListAllVolumes(ctx, p)
 		if err != nil {
 			continue // a pool another suite is tearing down
@@ -308,8 +312,11 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func must1[T any](t *testing.T, v T, err error) T {
-	t.Helper()
-	must(t, err)
-	return v
+// must1 is must for a call returning a value: must1(f())(t).
+func must1[T any](v T, err error) func(*testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		must(t, err)
+		return v
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/pkg/nocloud"
 )
 
 // FinalizerVirtualMachine holds a VM until its infrastructure machines are gone.
@@ -110,8 +111,14 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
 	}
-	machine, err := kind.build(buildInput{VM: &vm, Class: &class, Image: &image, Decision: d,
-		UserData: renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)})
+	userData := renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
+	if n := len(userData); n > nocloud.MaxPayloadSize {
+		// Refused here, before any machine exists: the seed could never carry it.
+		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed,
+			fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
+				n, nocloud.MaxPayloadSize), ReasonInfraBuildFailed, requeueError)
+	}
+	machine, err := kind.build(buildInput{VM: &vm, Class: &class, Image: &image, Decision: d, UserData: userData})
 	if err != nil {
 		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
 	}

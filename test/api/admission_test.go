@@ -208,6 +208,9 @@ func invalidCases() []invalidCase {
 			[]string{"spec.userData", "userData: set exactly one of secretRef and configMapRef"}},
 		{"vm userData with no source", validVirtualMachine, setTo("spec.userData", map[string]any{}),
 			[]string{"spec.userData", "userData: set exactly one of secretRef and configMapRef"}},
+		{"vm name longer than a label value", validVirtualMachine, func(o *unstructured.Unstructured) {
+			o.SetName(strings.Repeat("v", 64))
+		}, []string{"metadata.name must be at most 63 characters"}},
 		{"vm without classRef", validVirtualMachine, setTo("spec.classRef", nil), []string{"spec.classRef: Required value"}},
 		{"vm bad power state", validVirtualMachine, setTo("spec.desiredPowerState", "Off"), []string{"spec.desiredPowerState: Unsupported value"}},
 		{"vm bad migration policy", validVirtualMachine, setTo("spec.migrationPolicy", "sometimes"), []string{"spec.migrationPolicy: Unsupported value"}},

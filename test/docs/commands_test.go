@@ -285,11 +285,23 @@ type cmdHelp struct {
 	short       map[string]bool
 }
 
+// binDir holds the banlieue binary built for the tests; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 var builtOnce = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "banlieue-docs-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "banlieue")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
 	cmd.Dir = testenv.RepoRoot()

@@ -66,6 +66,9 @@ var (
 	// camelCase is a condition reason's shape: at least two capitalised words, letters and
 	// digits only (Ready alone is a condition type, not a reason worth checking).
 	camelCase = regexp.MustCompile(`^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$`)
+	// reasonWord is a reason's shape in a Reason column, where a single word (Warm, Bound,
+	// Ready) is a reason too.
+	reasonWord = regexp.MustCompile(`^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)*$`)
 	// placeholder is how the tables mark run-time values in a message, quoted or not.
 	placeholder = regexp.MustCompile(`"?<[^>]*>"?|…`)
 )
@@ -127,12 +130,11 @@ func TestTroubleshootingReasonsExist(t *testing.T) {
 			}
 			for i, c := range cells {
 				for _, m := range backticked.FindAllStringSubmatch(c, -1) {
-					if w := m[1]; camelCase.MatchString(w) {
-						if reasonCols[i] {
-							reasons[w] = true
-						} else {
-							others[w] = true
-						}
+					switch w := m[1]; {
+					case reasonCols[i] && reasonWord.MatchString(w):
+						reasons[w] = true
+					case camelCase.MatchString(w):
+						others[w] = true
 					}
 				}
 			}

@@ -487,16 +487,23 @@ func TestHelmInstall(t *testing.T) {
 
 	// What the install created, read back as the objects config/default would have created.
 	want := normalise(parseObjects(t, renderKustomize(t)))
-	for key, o := range want {
-		args := []string{"get", o.GetKind() + "." + o.GroupVersionKind().Group, o.GetName(), "-o", "name"}
-		if kind := o.GetKind(); o.GroupVersionKind().Group == "" {
-			args[1] = kind
+	byNamespace := map[string][]string{}
+	for _, o := range want {
+		resource := strings.ToLower(o.GetKind())
+		if g := o.GroupVersionKind().Group; g != "" {
+			resource += "." + g
 		}
-		if ns := o.GetNamespace(); ns != "" {
+		byNamespace[o.GetNamespace()] = append(byNamespace[o.GetNamespace()], resource+"/"+o.GetName())
+	}
+	for ns, names := range byNamespace {
+		args := append([]string{"get", "-o", "name"}, names...)
+		if ns != "" {
 			args = append(args, "-n", ns)
 		}
 		if out, errOut, err := c.run(args...); err != nil {
-			t.Errorf("%s after helm install: %v\n%s%s", key, err, out, errOut)
+			t.Errorf("objects of config/default in namespace %q after helm install: %v\n%s%s", ns, err, out, errOut)
+		} else if n := strings.Count(out, "\n"); n != len(names) {
+			t.Errorf("namespace %q: %d of %d objects found after helm install:\n%s", ns, n, len(names), out)
 		}
 	}
 	if out, errOut, err := c.run("get", "providerclass", "libvirt", "-o", "jsonpath={.spec.image.repository}:{.spec.image.tag}"); err != nil || out != image {
@@ -508,5 +515,9 @@ func TestHelmInstall(t *testing.T) {
 		if out, _, err := c.run("get", "clusterrole", "banlieue-"+role, "-o", "name"); err == nil {
 			t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
 		}
+	}
+	// Helm never deletes what it installed from crds/ (the guide says so).
+	if out, errOut, err := c.run("get", "crd", "providerclasses.banlieue.io", "-o", "name"); err != nil {
+		t.Errorf("after helm uninstall the CRDs should stay: %v\n%s%s", err, out, errOut)
 	}
 }

@@ -375,9 +375,15 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("uninstall", func(t *testing.T) {
-		// --wait=false: envtest has no namespace controller, so namespaces stay Terminating.
+		// The documented order: ProviderClasses go while the roles still run (step 1), then the
+		// install. --ignore-not-found: the ProviderClass is part of config/default but already
+		// gone (and kubectl may delete its CRD first). --wait=false: envtest has no namespace
+		// controller, so namespaces stay Terminating.
+		if out, errOut, err := c.run("delete", "providerclasses", "--all"); err != nil {
+			t.Fatalf("kubectl delete providerclasses --all: %v\n%s%s", err, out, errOut)
+		}
 		start := time.Now()
-		out, errOut, err := c.run("delete", "-k", defaultDir(), "--wait=false")
+		out, errOut, err := c.run("delete", "-k", defaultDir(), "--ignore-not-found", "--wait=false")
 		if err != nil {
 			t.Fatalf("kubectl delete -k config/default: %v\n%s%s", err, out, errOut)
 		}

@@ -36,6 +36,11 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
 	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
 
+	// Checked before anything is created on the host: the seed is built last, and a machine
+	// that cannot have one must not leave a domain and volumes behind.
+	if n := len(s.UserData); n > nocloud.MaxPayloadSize {
+		return obs, fmt.Errorf("invalid spec.userData: %d bytes, more than the %d-byte NoCloud seed maximum", n, nocloud.MaxPayloadSize)
+	}
 	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
 	if libvirt.IsNotFound(err) {
 		return obs, fmt.Errorf("invalid spec.pool: storage pool %q does not exist on this host", s.Pool)

@@ -55,7 +55,6 @@ type suite struct {
 	ns        string // Kubernetes namespace; domain names are <ns>-<vm>
 	pool      string
 	poolDir   string
-	network   string // empty when the lab could not start a network: classes then have no NIC
 	guestDir  string
 	diskVol   string // the bootable raw disk (installMode immediate)
 	isoVol    string // the UEFI installer ISO (installMode deferred)
@@ -107,7 +106,6 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	s.diskVol = "tiny-linux-" + s.run + ".raw"
 	s.isoVol = "tiny-linux-installer-" + s.run + ".iso"
 	s.createPool(ctx, t)
-	s.createNetwork(ctx, t)
 	s.upload(ctx, t, s.diskVol, filepath.Join(guestDir, "guest.raw"))
 	s.upload(ctx, t, s.isoVol, filepath.Join(guestDir, "guest-efi.iso"))
 
@@ -235,31 +233,6 @@ func (s *suite) createPool(ctx context.Context, t *testing.T) {
 	})
 }
 
-// createNetwork defines and starts an isolated NAT-less network with DHCP. Starting one creates a
-// bridge on this machine; when the lab cannot (no dnsmasq, no privileges), the classes go NIC-less.
-func (s *suite) createNetwork(ctx context.Context, t *testing.T) {
-	t.Helper()
-	name := "e2e-vm-" + s.run
-	octet := 100 + int(s.run[0])%150
-	xml := fmt.Sprintf(`<network><name>%s</name><bridge name='vbe%s'/><ip address='192.168.%d.1' netmask='255.255.255.0'>`+
-		`<dhcp><range start='192.168.%d.10' end='192.168.%d.100'/></dhcp></ip></network>`, name, s.run, octet, octet, octet)
-	n, err := s.host.NetworkDefineXML(ctx, xml)
-	if err != nil {
-		t.Logf("defining network %s failed, classes will have no NIC: %v", name, err)
-		return
-	}
-	if err := s.host.NetworkCreate(ctx, n); err != nil {
-		t.Logf("starting network %s failed, classes will have no NIC: %v", name, err)
-		_ = s.host.NetworkUndefine(ctx, n)
-		return
-	}
-	s.network = name
-	t.Cleanup(func() {
-		_ = s.host.NetworkDestroy(context.Background(), n)
-		_ = s.host.NetworkUndefine(context.Background(), n)
-	})
-}
-
 // upload puts a local file into the pool as a raw volume, holes kept as holes.
 func (s *suite) upload(ctx context.Context, t *testing.T, name, path string) {
 	t.Helper()
@@ -287,14 +260,11 @@ func (s *suite) upload(ctx context.Context, t *testing.T, name, path string) {
 	}
 }
 
-// provider maps standard to this run's pool and prod to its network, and declares vtpm.
+// provider maps standard to this run's pool and declares vtpm.
 func (s *suite) provider() *banlieuev1.Provider {
 	caps := banlieuev1.ProviderCapabilities{
 		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}},
 		Features:       []string{"vtpm"},
-	}
-	if s.network != "" {
-		caps.NetworkClasses = []banlieuev1.NetworkClassMapping{{Name: "prod", Target: map[string]string{"network": s.network}}}
 	}
 	return &banlieuev1.Provider{
 		ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-host-7", Namespace: s.ns, Labels: map[string]string{"site": "lab"}},

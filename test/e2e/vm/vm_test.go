@@ -43,9 +43,8 @@ func TestVirtualMachinesOnLab(t *testing.T) {
 	installer.Spec.Template = &banlieuev1.VMImageTemplate{InstallMode: banlieuev1.InstallDeferred}
 	small := ex.class
 	small.Spec.Hardware.CPUs, small.Spec.Hardware.MemoryMiB = 1, 256
-	if s.network == "" {
-		small.Spec.Network.Interfaces = nil
-	}
+	// NIC-less: a started libvirt network would put a bridge with DHCP on this machine.
+	small.Spec.Network.Interfaces = nil
 	smallBIOS := small.DeepCopy()
 	smallBIOS.Name, smallBIOS.Spec.Firmware = "small-bios", banlieuev1.FirmwareBIOS
 	sealed := small.DeepCopy()
@@ -255,10 +254,8 @@ func (s *suite) checkDomainXML(t *testing.T, def *libvirtxml.Domain, domName str
 	if got := strings.Join(disks, " "); got != strings.Join(wantDisks, " ") && got != strings.Join(ejected, " ") {
 		t.Errorf("disks:\n got %s\nwant %s", got, strings.Join(wantDisks, " "))
 	}
-	nics := len(def.Devices.Interfaces)
-	if s.network != "" && (nics != 1 || def.Devices.Interfaces[0].Source.Network == nil ||
-		def.Devices.Interfaces[0].Source.Network.Network != s.network || def.Devices.Interfaces[0].Model.Type != "virtio") {
-		t.Errorf("interfaces: %+v", def.Devices.Interfaces)
+	if len(def.Devices.Interfaces) != 0 {
+		t.Errorf("NIC-less classes, yet interfaces: %+v", def.Devices.Interfaces)
 	}
 	tpms := def.Devices.TPMs
 	if want.tpm == "2" {
