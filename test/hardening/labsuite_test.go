@@ -33,6 +33,7 @@ import (
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -84,7 +85,7 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(s.log)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s.host = dialLab(t, lab)
+	s.host = labhost.Dial(t, lab)
 
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -125,27 +126,18 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	return ctx, s
 }
 
-func dialLab(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
-	t.Helper()
-	return dialLabUntil(t, t, lab)
-}
-
 // dialLabUntil dials the lab, failing t, and closes the client when owner ends.
 func dialLabUntil(t, owner *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
 	t.Helper()
-	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c *libvirt.Client
+	d := labhost.Dialer(t, lab)
+	var (
+		c   *libvirt.Client
+		err error
+	)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err = libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
+		c, err = d.Dial(ctx)
 		cancel()
 		if err == nil {
 			break

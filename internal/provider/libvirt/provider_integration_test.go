@@ -25,6 +25,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -95,22 +96,7 @@ func TestProviderAgainstLabHost(t *testing.T) {
 
 func (s *providerSuite) dialHost(t *testing.T) *libvirt.Client {
 	t.Helper()
-	ep, err := libvirt.ParseEndpoint(s.lab.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := libvirt.NewCredentials(s.lab.Read(t, "cacert.pem"), s.lab.Read(t, "clientcert.pem"), s.lab.Read(t, "clientkey.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
-	if err != nil {
-		t.Fatalf("dialling the lab host: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return labhost.Dial(t, s.lab)
 }
 
 // ensureGuideHost gives the lab host the guide's pool "default" and network "br-prod", and

@@ -33,6 +33,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -58,15 +59,7 @@ func newLab(t *testing.T) *lab {
 	s.env = testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ep, err := libvirt.ParseEndpoint(s.lab.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := libvirt.NewCredentials(s.lab.Read(t, "cacert.pem"), s.lab.Read(t, "clientcert.pem"), s.lab.Read(t, "clientkey.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.dialer = libvirt.Dialer{Endpoint: ep, Credentials: creds}
+	s.dialer = labhost.Dialer(t, s.lab)
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNamespace}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: buildNamespace}},

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"context"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // checkPool: a pool of 3 warm members on real domains reaches Warm=True; a claim binds one and
 // the pool refills; deleting the claim destroys that member's domain.
 func (s *suite) checkPool(ctx context.Context, t *testing.T, class, image string) {
-	s.host = dial(t, s.lab) // the connection of the previous subtest closed with it
+	s.host = labhost.Dial(t, s.lab) // the connection of the previous subtest closed with it
 	p := &banlieuev1.VirtualMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: s.ns},
 		Spec: banlieuev1.VirtualMachinePoolSpec{

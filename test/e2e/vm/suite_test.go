@@ -41,6 +41,7 @@ import (
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -96,7 +97,7 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(s.logWriter)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s.host = dial(t, lab)
+	s.host = labhost.Dial(t, lab)
 
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -142,26 +143,6 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	}
 	s.waitProviderReady(ctx, t)
 	return ctx, s
-}
-
-func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
-	t.Helper()
-	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
-	if err != nil {
-		t.Fatalf("dialling the lab host: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // startManager runs what the banlieue-controller and banlieue-provider-libvirt processes run,

@@ -24,6 +24,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -386,14 +387,14 @@ func (s *suite) startLibvirtd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restarting libvirtd: %v\n%s", err, out)
 	}
-	s.host = dial(t, s.lab)
+	s.host = labhost.Dial(t, s.lab)
 }
 
 // checkCrashSafety stops the manager (the provider's process, as far as the host can tell) at
 // points of a realisation, starts a new one, and expects one domain with a stable UUID and
 // exactly its two volumes.
 func (s *suite) checkCrashSafety(ctx context.Context, t *testing.T, class, image string) {
-	s.host = dial(t, s.lab) // the deletion tests restarted libvirtd
+	s.host = labhost.Dial(t, s.lab) // the deletion tests restarted libvirtd
 	points := []struct {
 		name string
 		hit  func(domName string) bool

@@ -16,6 +16,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -37,18 +38,7 @@ func newLabSuite(t *testing.T) *labSuite {
 	s.env = testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ep, err := libvirt.ParseEndpoint(s.lab.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := libvirt.NewCredentials(s.lab.Read(t, "cacert.pem"), s.lab.Read(t, "clientcert.pem"), s.lab.Read(t, "clientkey.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.host, err = (libvirt.Dialer{Endpoint: ep, Credentials: creds}).Dial(ctx); err != nil {
-		t.Fatalf("dialling the lab host: %v", err)
-	}
-	t.Cleanup(func() { _ = s.host.Close() })
+	s.host = labhost.Dial(t, s.lab)
 	for _, ns := range []string{providerNamespace, buildNamespace} {
 		if err := s.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
