@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -344,22 +343,7 @@ func (s *labSuite) deleteVM(ctx context.Context, t *testing.T, vm *banlieuev1.Vi
 // volumes lists the names in this run's pool, sorted.
 func (s *labSuite) volumes(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Best effort: a refresh is refused while a volume is being created.
-	_ = s.host.StoragePoolRefresh(ctx, pool)
-	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range vols {
-		names = append(names, v.Name)
-	}
-	slices.Sort(names)
-	return names
+	return labhost.VolumeNames(ctx, t, s.host, s.pool)
 }
 
 // volumesOf are the pool's volumes named after domName.

@@ -22,6 +22,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -163,11 +164,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names := volumeNames(vols); names != "banlieue-system-web-01-cidata.iso,banlieue-system-web-01-os.qcow2,tiny.raw" {
+	if names := strings.Join(labhost.VolumeNames(ctx, t, s.host, s.pool), ","); names != "banlieue-system-web-01-cidata.iso,banlieue-system-web-01-os.qcow2,tiny.raw" {
 		t.Errorf("volumes: %s", names)
 	}
 	if out, err := exec.Command("qemu-img", "info", "--output=json", filepath.Join(s.lab.Dir, "pools", s.pool, "banlieue-system-web-01-os.qcow2")).CombinedOutput(); err == nil {
@@ -197,8 +194,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	if _, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01"); !libvirt.IsNotFound(err) {
 		t.Errorf("domain still defined after deletion: %v", err)
 	}
-	vols, _ = s.host.StoragePoolListAllVolumes(ctx, pool)
-	if names := volumeNames(vols); names != "tiny.raw" {
+	if names := strings.Join(labhost.VolumeNames(ctx, t, s.host, s.pool), ","); names != "tiny.raw" {
 		t.Errorf("after deletion the pool must hold only the boot image, got %s", names)
 	}
 }
@@ -210,26 +206,6 @@ func controllerHasFinalizer(m *infrav1.LibvirtMachine) bool {
 		}
 	}
 	return false
-}
-
-func volumeNames(vols []libvirt.StorageVol) string {
-	var names []string
-	for _, v := range vols {
-		names = append(names, v.Name)
-	}
-	return strings.Join(sortedCopy(names), ",")
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // readSeed downloads the seed volume and reads it back with isoinfo, an independent reader.

@@ -5,6 +5,8 @@ package labhost
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,4 +47,29 @@ func Dial(t testing.TB, lab testenv.LibvirtLab) *libvirt.Client {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// VolumeNames lists the volumes of a pool on the host, sorted. libvirtd refuses a refresh while
+// an upload into the pool runs (a seed or an import); volumes created through libvirt are listed
+// without one, so that refusal is not a failure.
+func VolumeNames(ctx context.Context, t testing.TB, c *libvirt.Client, poolName string) []string {
+	t.Helper()
+	pool, err := c.StoragePoolLookupByName(ctx, poolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remote *libvirt.Error
+	if err := c.StoragePoolRefresh(ctx, pool); err != nil && !errors.As(err, &remote) {
+		t.Fatal(err)
+	}
+	vols, err := c.StoragePoolListAllVolumes(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(vols))
+	for _, v := range vols {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	return names
 }

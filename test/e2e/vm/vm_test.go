@@ -3,7 +3,6 @@ package vm
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -278,26 +277,7 @@ func (s *suite) checkDomainXML(t *testing.T, def *libvirtxml.Domain, domName str
 
 func (s *suite) volumes(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// libvirtd refuses a refresh while an upload into the pool runs (a seed, say); the
-	// provider's volumes are created through the API and listed without one.
-	var remote *libvirt.Error
-	if err := s.host.StoragePoolRefresh(ctx, pool); err != nil && !errors.As(err, &remote) {
-		t.Fatal(err)
-	}
-	vols, err := s.host.StoragePoolListAllVolumes(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range vols {
-		names = append(names, v.Name)
-	}
-	slices.Sort(names)
-	return names
+	return labhost.VolumeNames(ctx, t, s.host, s.pool)
 }
 
 func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, daemonDown bool) {
