@@ -311,10 +311,20 @@ func (c *Client) decodeResult(f frame, ret func(*xdr.Decoder)) error {
 		}
 		return nil
 	case wire.Error:
-		return decodeError(d)
+		return c.remoteError(f.payload)
 	default:
 		return c.violation(fmt.Sprintf("unexpected status %d in %s reply", f.h.Status, opName(f.h.Program, procedure(f.h.Procedure))))
 	}
+}
+
+// remoteError decodes the error a Reply or Stream message carries. One that cannot be decoded
+// ends the connection like any other protocol violation.
+func (c *Client) remoteError(payload []byte) error {
+	err := decodeError(xdr.NewDecoder(payload))
+	if pe, ok := err.(*ProtocolError); ok {
+		c.fail("read", pe)
+	}
+	return err
 }
 
 // decodeError reads remote_error's leading fields; the rest (level, dom, str1..3, int1..2,

@@ -42,8 +42,8 @@ type Dialer struct {
 }
 
 // Dial connects, completes mutual TLS, reads libvirtd's confirmation byte, checks that no
-// authentication beyond the client certificate is required (AUTH_LIST) and opens the driver
-// URI (CONNECT_OPEN).
+// authentication beyond the client certificate is required (AUTH_LIST; if some is, the error
+// wraps ErrAuthRequired) and opens the driver URI (CONNECT_OPEN).
 func (d Dialer) Dial(ctx context.Context) (*Client, error) {
 	if d.Credentials.IsZero() {
 		return nil, errors.New("libvirt: Dialer has no Credentials")
@@ -167,7 +167,7 @@ func (c *Client) openSession(ctx context.Context, uri string) error {
 	}
 	const authNone = 0
 	if !slices.Contains(types, authNone) {
-		return fmt.Errorf("libvirt session %s: libvirtd requires authentication this client does not implement (offered %v; set auth_tls = \"none\" and rely on the client certificate)", c.addr, authNames(types))
+		return &ConnError{Op: "session", Addr: c.addr, Err: fmt.Errorf("%w (offered %v; set auth_tls = \"none\" and rely on the client certificate)", ErrAuthRequired, authNames(types))}
 	}
 	err = c.call(ctx, wire.ProgramRemote, procConnectOpen, func(e *xdr.Encoder) {
 		e.OptString(&uri)

@@ -11,6 +11,12 @@ import (
 // whether through Close, a transport failure or a silent peer. The caller redials.
 var ErrConnectionClosed = errors.New("libvirt: connection closed")
 
+// ErrAuthRequired is wrapped, inside a *ConnError with Op "session", by the Dial error for a
+// libvirtd that offers only authentication beyond the client certificate (SASL, polkit). It
+// is a configuration refusal, not a fault: redialling fails the same way until libvirtd's
+// auth_tls is "none".
+var ErrAuthRequired = errors.New("libvirtd requires authentication this client does not implement")
+
 // Error is an error reported by libvirtd (virNetMessageError / remote_error).
 type Error struct {
 	Code    int32 // virErrorNumber
@@ -44,7 +50,8 @@ func IsNotFound(err error) bool {
 }
 
 // ConnError is a transport failure: dialling, TLS, the confirmation byte, reading, writing,
-// or a peer that stopped answering keepalives. A connection that produced one is unusable.
+// a peer that stopped answering keepalives, or a session libvirtd would not open
+// (ErrAuthRequired). A connection that produced one is unusable.
 type ConnError struct {
 	Op   string // "dial", "tls", "confirm", "read", "write", "keepalive", "session"
 	Addr string // host:port as dialled

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -137,12 +138,38 @@ func TestErrorReply(t *testing.T) {
 	}
 }
 
+// Without "none" among AUTH_LIST's types the session needs SASL or polkit, which this client
+// does not speak: Dial refuses with ErrAuthRequired, naming what was offered.
 func TestAuthListWithoutNone(t *testing.T) {
-	f := startFake(t, nil)
-	f.authTypes = []int32{1, 2}
-	_, err := f.dialer().Dial(testContext(t))
-	if err == nil || !strings.Contains(err.Error(), "requires authentication this client does not implement") {
-		t.Fatalf("err = %v", err)
+	for _, tt := range []struct {
+		types   []int32
+		offered string // "" = Dial succeeds
+	}{
+		{[]int32{1, 2}, "offered [sasl polkit]"},
+		{[]int32{1}, "offered [sasl]"},
+		{[]int32{99}, "offered [99]"},
+		{nil, "offered []"},
+		{[]int32{1, 0}, ""},
+	} {
+		t.Run(fmt.Sprint(tt.types), func(t *testing.T) {
+			f := startFake(t, nil)
+			f.authTypes = tt.types
+			c, err := f.dialer().Dial(testContext(t))
+			if tt.offered == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				return
+			}
+			var ce *ConnError
+			if !errors.Is(err, ErrAuthRequired) || !errors.As(err, &ce) || ce.Op != "session" {
+				t.Fatalf("err = %#v, want a session ConnError wrapping ErrAuthRequired", err)
+			}
+			if !strings.Contains(err.Error(), "requires authentication this client does not implement ("+tt.offered+";") {
+				t.Fatalf("err = %v, want it to say %q", err, tt.offered)
+			}
+		})
 	}
 }
 

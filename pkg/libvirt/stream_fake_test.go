@@ -3,7 +3,9 @@ package libvirt
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
+	"time"
 
 	"banlieue.io/banlieue/pkg/libvirt/internal/wire"
 )
@@ -86,5 +88,35 @@ func TestDownloadDataBeforeReply(t *testing.T) {
 	n, err := c.StorageVolDownload(testContext(t), StorageVol{Pool: "p", Name: "v", Key: "/v"}, &buf, nil)
 	if err != nil || n != 14 || buf.String() != "early and late" {
 		t.Fatalf("download = %q (%d bytes), %v", buf.String(), n, err)
+	}
+}
+
+// A stream error that cannot be decoded is a protocol violation like any other: the download
+// fails with it and the connection ends, even though the peer keeps it open.
+func TestDownloadUndecodableStreamErrorIsFatal(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	f := startFake(t, func(s *fakeSession) {
+		call, _, err := s.read()
+		if err != nil {
+			return
+		}
+		s.reply(call, wire.OK, nil)
+		h := call
+		h.Type, h.Status = wire.Stream, wire.Error
+		b := make([]byte, wire.MinFrame+3)
+		wire.PutHeader(b, h)
+		s.write(b)
+		<-release
+	})
+	c := f.dial(t)
+	_, err := c.StorageVolDownload(testContext(t), StorageVol{Pool: "p", Name: "v", Key: "/v"}, io.Discard, nil)
+	if !errors.As(err, new(*ProtocolError)) {
+		t.Fatalf("err = %v, want a ProtocolError", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(time.Second):
+		t.Fatal("the connection is still open after an undecodable stream error")
 	}
 }

@@ -81,12 +81,13 @@ func PutHeader(frame []byte, h Header) {
 	binary.BigEndian.PutUint32(frame[24:], uint32(h.Status))
 }
 
-// ReadFrame reads one frame and returns its header and a freshly allocated payload. The
-// length is validated before the payload is allocated.
 // MaxStreamPayload is libvirt's VIR_NET_MESSAGE_LEGACY_PAYLOAD_MAX, the most a stream packet
 // carries.
 const MaxStreamPayload = 256 << 10
 
+// ReadFrame reads one frame and returns its header and a freshly allocated payload. The
+// length is validated before anything is allocated, and memory beyond MaxStreamPayload is
+// committed only as the payload's bytes arrive.
 func ReadFrame(r io.Reader) (Header, []byte, error) {
 	var pre [MinFrame]byte
 	if _, err := io.ReadFull(r, pre[:LenSize]); err != nil {
@@ -112,11 +113,32 @@ func ReadFrame(r io.Reader) (Header, []byte, error) {
 		// a stream's memory to a few packets whatever the peer claims.
 		return Header{}, nil, &FrameError{Msg: fmt.Sprintf("stream packet of %d bytes exceeds %d", n-MinFrame, MaxStreamPayload)}
 	}
-	payload := make([]byte, n-MinFrame)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return Header{}, nil, unexpectedEOF(err)
+	payload, err := readPayload(r, int(n-MinFrame))
+	if err != nil {
+		return Header{}, nil, err
 	}
 	return h, payload, nil
+}
+
+// readPayload reads exactly n bytes. Up to MaxStreamPayload, which covers every stream
+// packet, the buffer is allocated at once; beyond, it doubles only when full, so a peer that
+// announces 32 MiB and sends 100 bytes costs MaxStreamPayload, not 32 MiB. Any peer can
+// already cost MaxStreamPayload with a frame of that size, so starting there adds no exposure.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, MaxStreamPayload))
+	for {
+		got, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+got]
+		if err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		if len(buf) == n {
+			return buf, nil
+		}
+		grown := make([]byte, len(buf), len(buf)+min(len(buf), n-len(buf)))
+		copy(grown, buf)
+		buf = grown
+	}
 }
 
 // unexpectedEOF turns a clean EOF inside a frame into io.ErrUnexpectedEOF: the peer went

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func frameBytes(h Header, payload []byte) []byte {
@@ -30,6 +32,30 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// Payloads above MaxStreamPayload are read into a growing buffer; it must end up holding
+// exactly the frame, however the reader splits it.
+func TestReadFrameLargePayloads(t *testing.T) {
+	for _, size := range []int{0, 1, MaxStreamPayload, MaxStreamPayload + 1, 2*MaxStreamPayload + 7, 3<<20 + 5, MaxFrame - MinFrame} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			h := Header{Program: ProgramRemote, Version: 1, Procedure: 2, Type: Reply, Serial: 3}
+			gh, p, err := ReadFrame(iotest.HalfReader(bytes.NewReader(frameBytes(h, payload))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gh != h || !bytes.Equal(p, payload) {
+				t.Fatalf("payload of %d bytes differs from the %d sent", len(p), size)
+			}
+			if cap(p) != size {
+				t.Fatalf("buffer capacity %d for a %d-byte payload", cap(p), size)
+			}
+		})
+	}
+}
+
 func TestReadFrameRejects(t *testing.T) {
 	withLen := func(n uint32, rest int) []byte {
 		b := binary.BigEndian.AppendUint32(nil, n)
@@ -46,6 +72,8 @@ func TestReadFrameRejects(t *testing.T) {
 		{"length max uint32", withLen(0xffffffff, 100), "outside"},
 		{"truncated header", withLen(28, 10), io.ErrUnexpectedEOF.Error()},
 		{"truncated payload", withLen(40, 24+3), io.ErrUnexpectedEOF.Error()},
+		{"maximum length, 100 bytes sent", withLen(MaxFrame, 24+100), io.ErrUnexpectedEOF.Error()},
+		{"truncated after the buffer grew", withLen(MinFrame+1<<20, 24+600<<10), io.ErrUnexpectedEOF.Error()},
 		{"truncated length", []byte{0, 0}, io.ErrUnexpectedEOF.Error()},
 		{"empty", nil, io.EOF.Error()},
 	}
@@ -88,4 +116,24 @@ func FuzzReadFrame(f *testing.F) {
 			t.Fatalf("re-encoded frame differs from input")
 		}
 	})
+}
+
+// BenchmarkReadFrame reads a full stream packet, the download hot path, and a large reply.
+func BenchmarkReadFrame(b *testing.B) {
+	for _, tt := range []struct {
+		typ  Type
+		size int
+	}{{Stream, MaxStreamData}, {Reply, 4 << 20}} {
+		b.Run(fmt.Sprint(tt.size), func(b *testing.B) {
+			in := frameBytes(Header{Program: ProgramRemote, Version: 1, Procedure: 209, Type: tt.typ}, make([]byte, tt.size))
+			r := bytes.NewReader(in)
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				r.Reset(in)
+				if _, _, err := ReadFrame(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
