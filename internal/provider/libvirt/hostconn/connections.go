@@ -13,62 +13,108 @@ import (
 // of the process. A connection is replaced when it breaks or when the Provider's endpoint or
 // credentials change, so rotated certificates take effect on the next reconcile.
 type Pool struct {
-	mu    sync.Mutex
-	conns map[types.NamespacedName]*pooledConn
+	mu    sync.Mutex // guards slots only; never held while dialling
+	slots map[types.NamespacedName]*slot
 	// Dialer's zero fields take pkg/libvirt's defaults; tests may shorten keepalive.
 	Dialer libvirt.Dialer
 }
 
-type pooledConn struct {
-	key    string
-	client *libvirt.Client
+// slot is one Provider's connection. Its token is held while the connection is checked or
+// dialled, so a dial to a host that stopped answering delays only that Provider's callers, and
+// they wait only as long as their own contexts allow.
+type slot struct {
+	token   chan struct{}
+	key     string
+	client  *libvirt.Client
+	retired bool // removed from the pool by Forget or Close
 }
 
 // NewPool returns an empty pool.
 func NewPool() *Pool {
-	return &Pool{conns: map[types.NamespacedName]*pooledConn{}}
+	return &Pool{slots: map[types.NamespacedName]*slot{}}
 }
 
 // Get returns the Provider's live connection, dialling when there is none, when it broke, or
 // when key (endpoint and credential versions) changed.
 func (p *Pool) Get(ctx context.Context, provider types.NamespacedName, endpoint libvirt.Endpoint,
 	creds Credentials) (*libvirt.Client, error) {
-	key := endpoint.String() + "|" + creds.Version
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pc, ok := p.conns[provider]; ok {
-		if pc.key == key && pc.client.Err() == nil {
-			return pc.client, nil
+	for {
+		s := p.slot(provider)
+		select {
+		case s.token <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		_ = pc.client.Close()
-		delete(p.conns, provider)
+		if s.retired {
+			// Forgotten while this caller waited: a connection stored here would never be closed.
+			<-s.token
+			continue
+		}
+		c, err := s.get(ctx, p.Dialer, endpoint, creds)
+		<-s.token
+		return c, err
 	}
-	d := p.Dialer
+}
+
+// get runs with the slot's token held.
+func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpoint, creds Credentials) (*libvirt.Client, error) {
+	key := endpoint.String() + "|" + creds.Version
+	if s.client != nil {
+		if s.key == key && s.client.Err() == nil {
+			return s.client, nil
+		}
+		_ = s.client.Close()
+		s.client = nil
+	}
 	d.Endpoint, d.Credentials = endpoint, creds.TLS
 	c, err := d.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p.conns[provider] = &pooledConn{key: key, client: c}
+	s.key, s.client = key, c
 	return c, nil
 }
 
-// Forget closes the Provider's connection, if any; the next Get dials afresh.
-func (p *Pool) Forget(provider types.NamespacedName) {
+func (p *Pool) slot(provider types.NamespacedName) *slot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pc, ok := p.conns[provider]; ok {
-		_ = pc.client.Close()
-		delete(p.conns, provider)
+	s, ok := p.slots[provider]
+	if !ok {
+		s = &slot{token: make(chan struct{}, 1)}
+		p.slots[provider] = s
+	}
+	return s
+}
+
+// Forget closes the Provider's connection, if any; the next Get dials afresh. It waits for a
+// dial of that Provider in progress, so the connection that dial makes is closed too.
+func (p *Pool) Forget(provider types.NamespacedName) {
+	p.mu.Lock()
+	s, ok := p.slots[provider]
+	delete(p.slots, provider)
+	p.mu.Unlock()
+	if ok {
+		s.close()
 	}
 }
 
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for name, pc := range p.conns {
-		_ = pc.client.Close()
-		delete(p.conns, name)
+	slots := p.slots
+	p.slots = map[types.NamespacedName]*slot{}
+	p.mu.Unlock()
+	for _, s := range slots {
+		s.close()
+	}
+}
+
+func (s *slot) close() {
+	s.token <- struct{}{}
+	defer func() { <-s.token }()
+	s.retired = true
+	if s.client != nil {
+		_ = s.client.Close()
+		s.client = nil
 	}
 }
