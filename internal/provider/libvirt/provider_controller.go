@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
@@ -63,12 +68,21 @@ type ProviderReconciler struct {
 	// Resync is how often a healthy Provider is probed again; zero means every 30 s. Tests
 	// shorten it to watch a host change without touching the object.
 	Resync time.Duration
+
+	// lost receives a Provider whose probed connection ended by itself (keepalive declared
+	// libvirtd dead, or it hung up), so the Provider says so at once rather than at the next
+	// resync. watched is the connection each Provider's last good probe used.
+	lost    chan event.GenericEvent
+	mu      sync.Mutex
+	watched map[types.NamespacedName]*libvirt.Client
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.lost = make(chan event.GenericEvent, 64)
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
-		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{}))
 	return b.Complete(app.Instrument("provider", r))
 }
 
@@ -83,6 +97,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Connections.Forget(req.NamespacedName)
+			_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
 			forgetFailureDomains(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -96,6 +111,14 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	if err := r.connectionLost(req.NamespacedName); err != nil {
+		// Published before redialling: a redial to a host that stopped answering (frozen, or
+		// gone from the network) lasts the whole dial timeout, with the Provider still Ready.
+		log.FromContext(ctx).Info("provider host unavailable", "reason", ReasonConnectFailed, "error", err.Error())
+		if err := r.writeFailed(ctx, &p, ReasonConnectFailed, err.Error()); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	host, err := r.probe(ctx, &p)
 	if err != nil {
 		reason, requeue := ReasonConnectFailed, min(requeueError, cmp.Or(r.Resync, requeueError))
@@ -150,7 +173,59 @@ func (r *ProviderReconciler) probe(ctx context.Context, p *banlieuev1.Provider) 
 		r.Connections.Forget(key)
 		return hostInventory{}, err
 	}
+	r.watch(key, c)
 	return host, nil
+}
+
+// watch remembers c as the Provider's connection and, the first time, enqueues the Provider when
+// c ends by itself. Keepalive notices a silent libvirtd on every connection, but nothing else
+// would tell the Provider before its next probe.
+func (r *ProviderReconciler) watch(key types.NamespacedName, c *libvirt.Client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watched[key] == c {
+		return
+	}
+	if r.watched == nil {
+		r.watched = map[types.NamespacedName]*libvirt.Client{}
+	}
+	r.watched[key] = c
+	if r.lost == nil {
+		return // not set up with a manager: the next probe reports it
+	}
+	go func() {
+		<-c.Done()
+		if closedOnPurpose(c.Err()) {
+			return
+		}
+		provider := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		select {
+		case r.lost <- event.GenericEvent{Object: provider}:
+		default: // a backlog of lost connections: the resync probes this Provider anyway
+		}
+	}()
+}
+
+// connectionLost forgets the Provider's watched connection once it has ended and returns why,
+// unless the pool closed it on purpose (a failed probe, new credentials, shutdown).
+func (r *ProviderReconciler) connectionLost(key types.NamespacedName) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.watched[key]
+	if !ok || c.Err() == nil {
+		return nil
+	}
+	delete(r.watched, key)
+	if closedOnPurpose(c.Err()) {
+		return nil
+	}
+	return c.Err()
+}
+
+// closedOnPurpose tells a connection closed by its owner (Client.Close) from one that broke.
+func closedOnPurpose(err error) bool {
+	var ce *libvirt.ConnError
+	return errors.As(err, &ce) && errors.Is(ce.Err, libvirt.ErrConnectionClosed)
 }
 
 func inventory(ctx context.Context, c *libvirt.Client) (hostInventory, error) {
@@ -196,7 +271,13 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 	setCondition(status, p, ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
 	setCondition(status, p, ConditionReady, metav1.ConditionFalse, reason, msg)
 	recordFailureDomains(p.Namespace, p.Name, 0)
-	return ssa.ApplyStatus(ctx, r.Client, p, status, FieldManager)
+	if err := ssa.ApplyStatus(ctx, r.Client, p, status, FieldManager); err != nil {
+		return err
+	}
+	// A later write in the same pass (the probe after a lost connection) then records the
+	// transition back to True.
+	p.Status = *status
+	return nil
 }
 
 func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
