@@ -1,15 +1,16 @@
 //go:build loadbench
 
 // Package load is issue 10's load row: N powered-off VirtualMachines created at once against one
-// lab host, with the controller role and the libvirt machine controller in this process.
+// lab host, with the controller role and the libvirt machine controller in this process, or with
+// -processes as the real binary's controller and provider roles, one process each.
 //
 //	source /var/tmp/banlieue-lab/env
-//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]
 //
 // A PoweredOff machine's Ready is False (DomainNotRunning) by design, so "done" is: every
-// LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. The process's peak
-// RSS (VmHWM) is recorded; then everything is deleted and the host must hold exactly the
-// domains and volumes it held before.
+// LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. Peak RSS (VmHWM) is
+// recorded per process; then everything is deleted and the host must hold exactly the domains
+// and volumes it held before.
 package load
 
 import (
@@ -28,19 +29,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
-	"banlieue.io/banlieue/internal/controller"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -49,6 +43,9 @@ import (
 var (
 	n    = flag.Int("n", 200, "VirtualMachines created at once")
 	wait = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
+	// processes runs the controller and provider roles as the real binary, one process each, so
+	// their memory is measured apart; otherwise both run in the test process.
+	processes = flag.Bool("processes", false, "run the controller and the provider as separate processes of the real binary")
 )
 
 const (
@@ -59,7 +56,7 @@ const (
 func TestLoad(t *testing.T) {
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) // 200 machines log a lot)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) // 200 machines log a lot
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := env.Client
@@ -86,19 +83,6 @@ func TestLoad(t *testing.T) {
 		`<target><format type='raw'/></target></volume>`, boot, 1<<20), 0)
 	must(t, err)
 	before := hostState(ctx, t, host)
-
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: app.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	must(t, err)
-	conns := hostconn.NewPool()
-	must(t, controller.Setup(mgr, controller.Options{}))
-	must(t, (&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns}).SetupWithManager(mgr))
-	mctx, mcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done; conns.Close() })
 
 	ns := run
 	p := &banlieuev1.Provider{
@@ -130,13 +114,20 @@ func TestLoad(t *testing.T) {
 	} {
 		must(t, c.Create(ctx, o))
 	}
-	must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
-		FailureDomains: []banlieuev1.FailureDomain{{Name: "lab", Labels: map[string]string{"name": "lab"},
-			Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
-	}, providerManager))
-	must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: []banlieuev1.ProviderImageStatus{
-		{ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot}}}, providerManager))
+	var memory func() string
+	if *processes {
+		memory = startRoles(ctx, t, env, ns)
+		waitProviderAndImage(ctx, t, c, p, img)
+	} else {
+		memory = startInProcess(t, env)
+		must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
+			FailureDomains: []banlieuev1.FailureDomain{{Name: "lab", Labels: map[string]string{"name": "lab"},
+				Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+		}, providerManager))
+		must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: []banlieuev1.ProviderImageStatus{
+			{ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot}}}, providerManager))
+	}
 
 	// All at once: created from 16 goroutines.
 	start := time.Now()
@@ -183,7 +174,7 @@ func TestLoad(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	all := time.Since(start)
-	hwm := procStatus(t, "VmHWM")
+	peak := memory()
 	doms := 0
 	for _, d := range must1(host.ListAllDomains(ctx))(t) {
 		if strings.HasPrefix(d.Name, ns+"-") {
@@ -221,8 +212,8 @@ func TestLoad(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	deleted := time.Since(delStart)
-	t.Logf("n=%d created-in=%s half-done=%s all-done=%s delete-all=%s VmHWM=%s", *n, created.Round(time.Millisecond),
-		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), hwm)
+	t.Logf("n=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, created.Round(time.Millisecond),
+		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), peak)
 	// A fresh connection: the shared lab daemon may have been restarted by another suite.
 	host = dial(t, lab)
 	after := hostState(ctx, t, host)
@@ -240,9 +231,9 @@ func TestLoad(t *testing.T) {
 	if len(foreign) > 0 {
 		t.Logf("changes by other suites sharing the lab (ignored): %v", foreign)
 	}
-	t.Logf("RESULT n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d delete-all=%s VmHWM=%s VmRSS-now=%s host-diff=%d",
-		*n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
-		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), hwm, procStatus(t, "VmRSS"), len(ours))
+	t.Logf("RESULT processes=%t n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d delete-all=%s when-all-done: %s; after deletion: %s host-diff=%d",
+		*processes, *n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
+		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), peak, memory(), len(ours))
 }
 
 func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
@@ -294,8 +285,9 @@ func diff(a, b []string) []string {
 	return out
 }
 
-func procStatus(t *testing.T, field string) string {
-	data, err := os.ReadFile("/proc/self/status")
+// procStatus reads one field of /proc/<pid>/status ("self" for this process), e.g. VmHWM.
+func procStatus(t *testing.T, pid, field string) string {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	must(t, err)
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
