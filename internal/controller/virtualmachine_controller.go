@@ -94,6 +94,22 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 
 	next := d.placement()
+	// A placement is recorded or changed only from the VM as the API server has it. The cache can
+	// lag far behind (after an API server restart the informers back off for up to a minute
+	// before they watch again), and a copy that missed the pass which scheduled the VM would
+	// schedule it again: a new scheduledAt or, among several failure domains, another placement
+	// applied over the existing machine. The applies carry no resourceVersion, so nothing else
+	// refuses them. A VM whose recorded placement holds skips the read.
+	if status.Scheduled == nil || placementDrift(status.Scheduled, next) != "" {
+		var live banlieuev1.VirtualMachine
+		if err := r.apiReader.Get(ctx, req.NamespacedName, &live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if live.ResourceVersion != vm.ResourceVersion {
+			// The watch brings the newer version, and with it another pass.
+			return ctrl.Result{RequeueAfter: requeueError}, nil
+		}
+	}
 	existing := kind.newObject()
 	exists := true
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(&vm), existing); apierrors.IsNotFound(err) {

@@ -7,12 +7,17 @@
 package testenv
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +31,8 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	env    *envtest.Environment
+	// certDir holds the API server's serving certificates; see start.
+	certDir string
 }
 
 // RepoRoot is the module root, found from this file's location so tests run from any package.
@@ -43,25 +50,102 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
-	t.Cleanup(func() { _ = e.env.Stop() })
+	t.Cleanup(func() {
+		_ = e.env.Stop()
+		_ = os.RemoveAll(e.certDir)
+	})
 	return e
 }
 
 func start() (*Env, error) {
+	// The API server's certificates go in a directory of ours rather than one envtest allocates:
+	// envtest deletes its own directory on APIServer.Stop and mints a new serving CA on the next
+	// Start, so after RestartAPIServer Config (and every client built from it) would no longer
+	// trust the server. With the directory kept, the restarted server serves the same
+	// certificate on the same host:port (envtest keeps the port it picked once).
+	certDir, err := os.MkdirTemp("", "banlieue-apiserver-")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
 	}
+	// On SIGTERM the server waits for open watches to end before it exits, and informers keep
+	// theirs open: without a grace period that ends them, a stop under running controllers
+	// outlasted envtest's 20 s StopTimeout and was killed.
+	env.ControlPlane.APIServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop()
+		_ = os.RemoveAll(certDir)
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
 	if err != nil {
 		_ = env.Stop()
+		_ = os.RemoveAll(certDir)
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, env: env}, nil
+	return &Env{Config: cfg, Client: c, env: env, certDir: certDir}, nil
+}
+
+// RestartAPIServer stops the kube-apiserver (SIGTERM, as a rolling restart does) and starts it
+// again while etcd keeps running, so every object survives and clients built from Config keep
+// working once it is back. It returns when /readyz answers ok through Config, which proves the
+// same address, serving certificate and client credentials are in use, and logs how long the
+// stop and the start took.
+func (e *Env) RestartAPIServer(t testing.TB) {
+	t.Helper()
+	apiServer := e.env.ControlPlane.GetAPIServer()
+	begin := time.Now()
+	if err := apiServer.Stop(); err != nil {
+		t.Fatalf("stopping kube-apiserver: %v", err)
+	}
+	stopped := time.Now()
+	if err := apiServer.Start(); err != nil {
+		t.Fatalf("starting kube-apiserver again: %v", err)
+	}
+	// Start returns on /healthz; /readyz is the server's own word that it serves requests (its
+	// informers synced, not shutting down).
+	if err := e.waitReady(time.Minute); err != nil {
+		t.Fatalf("kube-apiserver restarted but not ready: %v", err)
+	}
+	t.Logf("kube-apiserver stopped in %s, ready again %s later", stopped.Sub(begin).Round(time.Millisecond),
+		time.Since(stopped).Round(time.Millisecond))
+}
+
+// waitReady polls /readyz with Config's TLS settings and credentials until it answers 200.
+func (e *Env) waitReady(timeout time.Duration) error {
+	hc, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(e.Config.Host, "/")+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := hc.Do(req); err != nil {
+			last = err
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("/readyz: %s: %s", resp.Status, body)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; last: %v", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Kubectl runs the real kubectl against the API server as an administrator and returns its
