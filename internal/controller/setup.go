@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +80,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(imageRefIndex))).
 		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(classRefIndex))).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.inNamespace), inScope).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()})
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
 	}
@@ -92,7 +91,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("vmimage-ready").
 		For(&banlieuev1.VMImage{}).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("vmimage-ready", &vmImageReconciler{client: mgr.GetClient()})); err != nil {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
@@ -107,17 +106,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named("provider-in-use").
 		For(&banlieuev1.Provider{}, inScope).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), inScope).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("provider-in-use", &providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
 	return nil
-}
-
-// errorRateLimiter retries a failed reconcile after a flat 5 s (SPEC §5 error policy) instead of
-// controller-runtime's exponential backoff.
-func errorRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)
 }
 
 // vmMapper finds the VMs an event on another object concerns.

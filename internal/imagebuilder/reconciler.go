@@ -10,13 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
@@ -29,10 +27,9 @@ const FieldManager = "banlieue.io/imagebuilder"
 // ControllerName names the controller in logs and in the banlieue_reconcile_* series.
 const ControllerName = "imagebuilder"
 
-// Requeue intervals (SPEC: default, error, long).
+// Requeue intervals (SPEC: default, long); the error policy is app.ErrorRateLimiter.
 const (
 	requeueDefault = 30 * time.Second
-	requeueError   = 5 * time.Second
 	requeueLong    = 300 * time.Second
 )
 
@@ -78,9 +75,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named(ControllerName).
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(isBuildJob)).
-		// A failed pass is retried after a flat 5 s (SPEC §5) rather than the default
-		// exponential backoff; returning the error keeps it counted by kind.
-		WithOptions(controller.Options{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument(ControllerName, r))
 }
 

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,11 +23,8 @@ import (
 // FieldManager owns every object and status field the operator writes (SPEC §1.6).
 const FieldManager = "banlieue.io/operator"
 
-// Requeue intervals (SPEC "requeue default/error").
-const (
-	requeueDefault = 30 * time.Second
-	requeueError   = 5 * time.Second
-)
+// requeueDefault is SPEC's "requeue default"; the error policy is app.ErrorRateLimiter.
+const requeueDefault = 30 * time.Second
 
 // classRefIndex indexes Providers by spec.providerClassRef.name so a class maps to its Providers
 // from the cache.
@@ -58,7 +54,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// carry no owner reference.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(providerOfWorkload)).
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("operator-provider", providers)); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)
 	}
@@ -70,17 +66,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// Only the ClusterRole's existence matters, so its rules are not cached.
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(classes.classesOfClusterRole), builder.OnlyMetadata).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(classOfProvider)).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("operator-providerclass", classes)); err != nil {
 		return fmt.Errorf("creating providerclass controller: %w", err)
 	}
 	return nil
-}
-
-// errorRateLimiter retries a failed reconcile after a flat 5 s (SPEC §5 error policy) instead of
-// controller-runtime's exponential backoff.
-func errorRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)
 }
 
 // providerOfWorkload maps a workload object to its Provider through its labels.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,10 +31,9 @@ const (
 	FinalizerClaimProtection     = "banlieue.io/claim-protection"
 )
 
-// Requeue intervals: SPEC default, error and long, and the claim's own short ones (§3.9).
+// Requeue intervals: SPEC default and long (errors: app.ErrorRateLimiter), and the claim's own short ones (§3.9).
 const (
 	requeueDefault       = 30 * time.Second
-	requeueError         = 5 * time.Second
 	requeueLong          = 300 * time.Second
 	claimConflictRequeue = time.Second
 	claimWaitRequeue     = 3 * time.Second
@@ -90,7 +88,7 @@ func setupPool(mgr manager.Manager, opts Options) error {
 		// still frees room in the pool.
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(poolOfMember), inScope(opts)).
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(pools)).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("virtualmachinepool", &poolReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}))
 	if err != nil {
 		return fmt.Errorf("creating virtualmachinepool controller: %w", err)
@@ -113,7 +111,7 @@ func setupClaim(mgr manager.Manager, opts Options, concurrency int) error {
 		For(&banlieuev1.VirtualMachineClaim{}, inScope(opts)).
 		// A bound member is controlled by its claim, so losing it wakes the claim at once.
 		Owns(&banlieuev1.VirtualMachine{}, inScope(opts)).
-		WithOptions(controller.Options{RateLimiter: errorRateLimiter(), MaxConcurrentReconciles: concurrency}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: concurrency}).
 		Complete(app.Instrument("virtualmachineclaim", &claimReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}))
 	if err != nil {
 		return fmt.Errorf("creating virtualmachineclaim controller: %w", err)
@@ -125,10 +123,4 @@ func inScope(opts Options) builder.Predicates {
 	return builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return opts.Namespace == "" || o.GetNamespace() == opts.Namespace
 	}))
-}
-
-// errorRateLimiter retries a failed reconcile after a flat 5 s (SPEC §5 error policy) instead of
-// controller-runtime's exponential backoff.
-func errorRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](requeueError, requeueError)
 }

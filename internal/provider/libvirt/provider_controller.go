@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -82,7 +83,8 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.lost = make(chan event.GenericEvent, 64)
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{}))
+		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
 	return b.Complete(app.Instrument("provider", r))
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -63,6 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.VMImage{}).
 		Owns(&batchv1.Job{}).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("vmimage-libvirt", r))
 }
 
