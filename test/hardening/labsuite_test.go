@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,11 +69,32 @@ type labSuite struct {
 	imageRows []banlieuev1.ProviderImageStatus
 }
 
-// testLog sends the manager's logs to the test log (seen with -v or on failure).
-type testLog struct{ t *testing.T }
+// testLog sends the manager's logs to the test log (seen with -v or on failure). The logger is
+// process-wide and outlives the test (goroutines still log while the manager stops, and a later
+// test with -count may install its own), and testing panics on a Log after its test completed,
+// so lines after the end are dropped.
+type testLog struct {
+	mu    sync.Mutex
+	t     *testing.T
+	ended bool
+}
+
+func newTestLog(t *testing.T) *testLog {
+	w := &testLog{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.ended = true
+	})
+	return w
+}
 
 func (w *testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
@@ -80,7 +102,7 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	t.Helper()
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	s := &labSuite{env: env, c: env.Client, lab: lab, log: &testLog{t}, root: t}
+	s := &labSuite{env: env, c: env.Client, lab: lab, log: newTestLog(t), root: t}
 	ctrl.SetLogger(zap.New(zap.WriteTo(s.log)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
