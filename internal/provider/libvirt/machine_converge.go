@@ -306,11 +306,21 @@ func seedNetworkConfig(m *infrav1.LibvirtMachine, assigned []string) ([]byte, er
 	return nocloud.NetworkConfigV2(nics)
 }
 
+// pausedStartingUp is VIR_DOMAIN_PAUSED_STARTING_UP, the reason of a domain that libvirtd is
+// still starting.
+const pausedStartingUp = 11
+
 // applyPower starts or hard-stops the domain to match the desired power state.
 func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain) (libvirt.DomainState, error) {
-	state, _, err := c.DomainState(ctx, dom)
+	state, reason, err := c.DomainState(ctx, dom)
 	if err != nil {
 		return state, err
+	}
+	// A start still in flight: a pass that died during DomainCreate (libvirtd finishes it
+	// alone), or another client's. Reported now it would read as Suspended and stand until the
+	// next 30 s pass; failing the pass looks again on the 5 s error interval.
+	if state == libvirt.DomainPaused && reason == pausedStartingUp {
+		return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
 	}
 	desired := m.Spec.DesiredPowerState
 	switch {
