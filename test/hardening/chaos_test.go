@@ -196,7 +196,7 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
-	s := &labSuite{env: env, c: env.Client, lab: lab, log: newTestLog(t), root: t}
+	s := &labSuite{env: env, c: env.Client, lab: lab, root: t}
 	c.s = s
 	s.host = labhost.Dial(t, lab)
 	b := make([]byte, 3)
