@@ -37,6 +37,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -60,7 +61,7 @@ func TestLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := env.Client
-	host := dial(t, lab)
+	host := labhost.Dial(t, lab)
 
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -215,7 +216,7 @@ func TestLoad(t *testing.T) {
 	t.Logf("n=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, created.Round(time.Millisecond),
 		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), peak)
 	// A fresh connection: the shared lab daemon may have been restarted by another suite.
-	host = dial(t, lab)
+	host = labhost.Dial(t, lab)
 	after := hostState(ctx, t, host)
 	var ours, foreign []string
 	for _, d := range diff(before, after) {
@@ -234,20 +235,6 @@ func TestLoad(t *testing.T) {
 	t.Logf("RESULT processes=%t n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d delete-all=%s when-all-done: %s; after deletion: %s host-diff=%d",
 		*processes, *n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
 		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), peak, memory(), len(ours))
-}
-
-func dial(t *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
-	t.Helper()
-	ep, err := libvirt.ParseEndpoint(lab.Endpoint)
-	must(t, err)
-	creds, err := libvirt.NewCredentials(lab.Read(t, "cacert.pem"), lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
-	must(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := libvirt.Dialer{Endpoint: ep, Credentials: creds}.Dial(ctx)
-	must(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // hostState is every domain on the host and every volume of every active pool.
