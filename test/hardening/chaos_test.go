@@ -24,10 +24,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -210,32 +208,8 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	// After the pool's cleanup, so it runs before it (and after the provider has stopped).
 	t.Cleanup(func() { s.removeDomains(context.Background(), s.ns+"-") })
 	s.createClassAndImage(ctx, t)
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: s.ns},
-			Data: map[string][]byte{"tls.crt": lab.Read(t, "clientcert.pem"), "tls.key": lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: s.ns},
-			Data: map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))}},
-		// Its status, and the VMImage's row, are the real provider's to write.
-		&banlieuev1.Provider{
-			ObjectMeta: metav1.ObjectMeta{Name: labProvider, Namespace: s.ns},
-			Spec: banlieuev1.ProviderSpec{
-				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-				Connection: banlieuev1.ProviderConnection{
-					Endpoint:       lab.Endpoint,
-					CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-					CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-				},
-				Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
-					{Name: "standard", Target: map[string]string{"pool": s.pool}},
-				}},
-			},
-		},
-	} {
-		if err := s.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Its status, and the VMImage's row, are the real provider's to write.
+	s.createProvider(ctx, t, s.ns, []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}})
 
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 app.NewScheme(),

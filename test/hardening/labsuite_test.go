@@ -251,33 +251,10 @@ func (s *labSuite) createClassAndImage(ctx context.Context, t *testing.T) {
 // the VMImage's row for it.
 func (s *labSuite) setupNamespace(ctx context.Context, t *testing.T, ns string) {
 	t.Helper()
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: labProvider, Namespace: ns},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-			},
-			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
-				{Name: "standard", Target: map[string]string{"pool": s.pool}},
-				{Name: "weird", Target: map[string]string{"pool": weirdPool}},
-			}},
-		},
-	}
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
-			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
-			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
-		p,
-	} {
-		if err := s.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p := s.createProvider(ctx, t, ns, []banlieuev1.StorageClassMapping{
+		{Name: "standard", Target: map[string]string{"pool": s.pool}},
+		{Name: "weird", Target: map[string]string{"pool": weirdPool}},
+	})
 	status := banlieuev1.ProviderStatus{
 		FailureDomains: []banlieuev1.FailureDomain{{
 			Name:   labProvider,
@@ -299,6 +276,37 @@ func (s *labSuite) setupNamespace(ctx context.Context, t *testing.T, ns string) 
 	if err := ssa.ApplyStatus(ctx, s.c, img, &banlieuev1.VMImageStatus{PerProvider: s.imageRows}, providerManager); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// createProvider creates ns, the lab's credentials Secret and CA ConfigMap in it, and a Provider
+// "lab" offering classes; its status is left to whoever plays the Provider controller.
+func (s *labSuite) createProvider(ctx context.Context, t *testing.T, ns string, classes []banlieuev1.StorageClassMapping) *banlieuev1.Provider {
+	t.Helper()
+	p := &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: labProvider, Namespace: ns},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{
+				Endpoint:       s.lab.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
+			},
+			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: classes},
+		},
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
+			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
+			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
+		p,
+	} {
+		if err := s.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
 }
 
 func (s *labSuite) vm(ns, name string, power banlieuev1.PowerState) *banlieuev1.VirtualMachine {
