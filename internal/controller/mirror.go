@@ -79,7 +79,10 @@ func messageOf(c *metav1.Condition, fallback string) string {
 	return c.Message
 }
 
+// setCondition is the one way VM conditions are set, so it bounds every message: they carry
+// provider and scheduler text of any length (banlieuev1.ConditionMessage).
 func setCondition(status *banlieuev1.VirtualMachineStatus, generation int64, c metav1.Condition) {
 	c.ObservedGeneration = generation
+	c.Message = banlieuev1.ConditionMessage(c.Message)
 	meta.SetStatusCondition(&status.Conditions, c)
 }

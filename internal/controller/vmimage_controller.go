@@ -26,6 +26,7 @@ func (r *vmImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	conditions := append([]metav1.Condition(nil), image.Status.Conditions...)
 	ready := imageReady(image.Status.PerProvider)
 	ready.ObservedGeneration = image.Generation
+	ready.Message = banlieuev1.ConditionMessage(ready.Message)
 	meta.SetStatusCondition(&conditions, ready)
 	if equality.Semantic.DeepEqual(conditions, image.Status.Conditions) {
 		return ctrl.Result{RequeueAfter: requeueLong}, nil

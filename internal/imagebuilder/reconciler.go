@@ -220,6 +220,8 @@ func (r *Reconciler) termination(ctx context.Context, job *batchv1.Job, succeede
 // applyStatus applies buildArtifact, the only status field the imagebuilder owns, when it
 // changed: an unchanged write would still wake every VMImage watcher.
 func (r *Reconciler) applyStatus(ctx context.Context, img *banlieuev1.VMImage, artifact *banlieuev1.BuildArtifact) error {
+	// Bounded here, where every message passes: a build's error text has no limit of its own.
+	artifact.Message = banlieuev1.ConditionMessage(artifact.Message)
 	if equality.Semantic.DeepEqual(img.Status.BuildArtifact, artifact) {
 		return nil
 	}

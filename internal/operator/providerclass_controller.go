@@ -62,7 +62,9 @@ func classStatus(class *banlieuev1.ProviderClass, hasClusterRole bool, providers
 		Providers:          providers,
 		ObservedGeneration: class.Generation,
 	}
-	meta.SetStatusCondition(&status.Conditions, readyCondition(class, hasClusterRole))
+	ready := readyCondition(class, hasClusterRole)
+	ready.Message = banlieuev1.ConditionMessage(ready.Message)
+	meta.SetStatusCondition(&status.Conditions, ready)
 	return status
 }
 

@@ -65,34 +65,41 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // boundMember is the member the claim is bound to, or nil when unbound or when the member is
-// gone. Absence is confirmed against the API server: it makes a claim fail for good.
+// gone. A VM under the recorded name that the claim did not take (the name reused after the
+// member went) is not it: the claim would mirror and then destroy a stranger. Absence is
+// confirmed against the API server, since it makes a claim fail for good, and so is a cached
+// copy that does not look taken: it may predate the take.
 func (r *claimReconciler) boundMember(ctx context.Context, claim *banlieuev1.VirtualMachineClaim) (*banlieuev1.VirtualMachine, error) {
 	ref := claim.Status.VirtualMachineRef
 	if ref == nil {
 		return nil, nil
 	}
 	key := client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}
-	var vm banlieuev1.VirtualMachine
-	err := r.client.Get(ctx, key, &vm)
-	if apierrors.IsNotFound(err) {
-		err = r.apiReader.Get(ctx, key, &vm)
+	vm := &banlieuev1.VirtualMachine{}
+	err := r.client.Get(ctx, key, vm)
+	if apierrors.IsNotFound(err) || err == nil && !takenBy(vm, claim) {
+		vm = &banlieuev1.VirtualMachine{}
+		err = r.apiReader.Get(ctx, key, vm)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("getting bound member %s: %w", ref.Name, err)
+	case !takenBy(vm, claim):
+		return nil, nil
 	}
-	return &vm, nil
+	return vm, nil
 }
 
 // release destroys the member and then lets the claim go: the finalizer comes off a deleted
-// claim, an expired one is deleted (and comes back here to drop its finalizer).
+// claim, an expired one is deleted (and comes back here to drop its finalizer). Only VMs the
+// claim took are destroyed (takenBy); a VM that merely carries the claim's label stays.
 func (r *claimReconciler) release(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
 	member *banlieuev1.VirtualMachine, snap claimSnapshot) (ctrl.Result, error) {
-	// Members labelled for this claim but never recorded (a bind that lost a race with another
-	// controller instance) go too; they were never handed out.
-	extras, err := r.labelledMembers(ctx, r.apiReader, claim)
+	// Members the claim took but never recorded (a bind that lost a race with another controller
+	// instance) go too; they were never handed out.
+	extras, err := r.strayMembers(ctx, r.apiReader, claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -142,7 +149,7 @@ func (r *claimReconciler) fail(ctx context.Context, claim *banlieuev1.VirtualMac
 // hold mirrors the bound member's addresses and keeps the claim Bound until it expires.
 func (r *claimReconciler) hold(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
 	member *banlieuev1.VirtualMachine, now time.Time) (ctrl.Result, error) {
-	extras, err := r.labelledMembers(ctx, r.client, claim)
+	extras, err := r.strayMembers(ctx, r.client, claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -160,14 +167,14 @@ func (r *claimReconciler) hold(ctx context.Context, claim *banlieuev1.VirtualMac
 
 // bind finishes a bind a previous pass started, or takes a Ready member of the pool, or waits.
 func (r *claimReconciler) bind(ctx context.Context, claim *banlieuev1.VirtualMachineClaim, now time.Time) (ctrl.Result, error) {
-	// A member already labelled for this claim is its member, whatever the cache says: picking
-	// another would bind two.
-	labelled, err := r.labelledMembers(ctx, r.apiReader, claim)
+	// A member this claim already took is its member, whatever the cache says: picking another
+	// would bind two.
+	taken, err := r.strayMembers(ctx, r.apiReader, claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(labelled) > 0 {
-		return r.recordBind(ctx, claim, &labelled[0], now)
+	if len(taken) > 0 {
+		return r.recordBind(ctx, claim, &taken[0], now)
 	}
 
 	var pool banlieuev1.VirtualMachinePool
@@ -259,20 +266,15 @@ func noMemberMessage(pool *banlieuev1.VirtualMachinePool) string {
 	return msg + "(pool has not published a Warm condition yet)"
 }
 
-// labelledMembers lists the members carrying this claim's label, through reader.
-func (r *claimReconciler) labelledMembers(ctx context.Context, reader client.Reader,
+// strayMembers lists, through reader, the members the claim took other than the one it recorded.
+// The label only narrows the list; strays decides.
+func (r *claimReconciler) strayMembers(ctx context.Context, reader client.Reader,
 	claim *banlieuev1.VirtualMachineClaim) ([]banlieuev1.VirtualMachine, error) {
 	var vms banlieuev1.VirtualMachineList
 	if err := reader.List(ctx, &vms, client.InNamespace(claim.Namespace), client.MatchingLabels{LabelClaim: claim.Name}); err != nil {
 		return nil, fmt.Errorf("listing members labelled for claim %s: %w", claim.Name, err)
 	}
-	var others []banlieuev1.VirtualMachine
-	for _, vm := range vms.Items {
-		if ref := claim.Status.VirtualMachineRef; ref == nil || ref.Name != vm.Name {
-			others = append(others, vm)
-		}
-	}
-	return others, nil
+	return strays(claim, vms.Items), nil
 }
 
 // deleteMembers deletes the members not already going away; 404 is fine.
@@ -324,7 +326,7 @@ func (r *claimReconciler) removeFinalizer(ctx context.Context, claim *banlieuev1
 func setBound(s *banlieuev1.VirtualMachineClaimStatus, claim *banlieuev1.VirtualMachineClaim,
 	status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: ConditionBound, Status: status,
-		Reason: reason, Message: msg, ObservedGeneration: claim.Generation})
+		Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: claim.Generation})
 }
 
 // untilExpiry is the default requeue, shortened so the TTL is honoured to the second. It is

@@ -33,6 +33,29 @@ func takeMember(vm *banlieuev1.VirtualMachine, claim *banlieuev1.VirtualMachineC
 	return nil
 }
 
+// takenBy reports whether vm is a member claim took: it carries the label of the claim's pool
+// and the claim's own, and this claim (by UID, so not an earlier claim of the same name) is its
+// controller, as takeMember left it. Labels alone prove nothing, since anyone may set them, and
+// a claim destroys what it took.
+func takenBy(vm *banlieuev1.VirtualMachine, claim *banlieuev1.VirtualMachineClaim) bool {
+	owner := metav1.GetControllerOfNoCopy(vm)
+	return owner != nil && owner.UID == claim.UID &&
+		vm.Labels[LabelPool] == claim.Spec.PoolRef.Name && vm.Labels[LabelClaim] == claim.Name
+}
+
+// strays are the VMs of vms that claim took but did not record as bound: left by a bind that
+// lost its race to record. They were never handed out, so the claim deletes them; every other
+// VM, whatever its labels, is not the claim's to touch.
+func strays(claim *banlieuev1.VirtualMachineClaim, vms []banlieuev1.VirtualMachine) []banlieuev1.VirtualMachine {
+	var out []banlieuev1.VirtualMachine
+	for i := range vms {
+		if ref := claim.Status.VirtualMachineRef; takenBy(&vms[i], claim) && (ref == nil || ref.Name != vms[i].Name) {
+			out = append(out, vms[i])
+		}
+	}
+	return out
+}
+
 // newNonce is 128 bits from the system CSPRNG as 32 hex characters, minted once per binding.
 func newNonce() (string, error) {
 	b := make([]byte, 16)

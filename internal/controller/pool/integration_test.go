@@ -67,6 +67,7 @@ func TestPoolsAndClaimsAgainstAPIServer(t *testing.T) {
 		t.Run("capacity conditions", func(t *testing.T) { t.Parallel(); s.testCapacity(ctx, t) })
 		t.Run("20 claims race for 5 members", func(t *testing.T) { t.Parallel(); s.testRace(ctx, t) })
 		t.Run("claim lifecycle: TTL, delete, lost member", func(t *testing.T) { t.Parallel(); s.testClaimLifecycle(ctx, t) })
+		t.Run("a release deletes only the member the claim bound", func(t *testing.T) { t.Parallel(); s.testReleaseSparesBystanders(ctx, t) })
 		t.Run("examples 18 and 19", func(t *testing.T) { t.Parallel(); s.testExamples(ctx, t) })
 	})
 }
@@ -373,6 +374,45 @@ func (s *suite) testClaimLifecycle(ctx context.Context, t *testing.T) {
 	}
 	s.delete(ctx, t, c)
 	s.waitGone(ctx, t, c)
+}
+
+// testReleaseSparesBystanders: VMs that merely carry the claim's label, one of them its pool's
+// label too, are not the claim's to destroy (issue 15 item 7).
+func (s *suite) testReleaseSparesBystanders(ctx context.Context, t *testing.T) {
+	ns := s.namespace(ctx, t, "release")
+	s.image(ctx, t, "img-release", "")
+	s.create(ctx, t, poolOf(ns, "web", "img-release", 1, 3, 1))
+	s.fill(ctx, t, ns, "web", 1, 1)
+	s.create(ctx, t, claimOf(ns, "mine", "web", 3600))
+	c := s.waitClaim(ctx, t, ns, "mine", "Bound", func(c *banlieuev1.VirtualMachineClaim) bool {
+		return c.Status.Phase == banlieuev1.ClaimBound
+	})
+
+	bystanders := []*banlieuev1.VirtualMachine{
+		bystander(ns, "labelled", map[string]string{LabelClaim: "mine"}),
+		bystander(ns, "pool-labelled", map[string]string{LabelClaim: "mine", LabelPool: "web"}),
+	}
+	for _, vm := range bystanders {
+		s.create(ctx, t, vm)
+	}
+	s.delete(ctx, t, c)
+	s.waitGone(ctx, t, c)
+	s.waitGone(ctx, t, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Status.VirtualMachineRef.Name}})
+	for _, b := range bystanders {
+		var vm banlieuev1.VirtualMachine
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(b), &vm); err != nil || !vm.DeletionTimestamp.IsZero() {
+			t.Errorf("bystander %s: get %v, deletionTimestamp %v; it must be left alone", b.Name, err, vm.DeletionTimestamp)
+		}
+	}
+}
+
+// bystander is a VM nobody's pool or claim created, carrying labels.
+func bystander(ns, name string, labels map[string]string) *banlieuev1.VirtualMachine {
+	return &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: "small"},
+			ImageRef: banlieuev1.LocalObjectReference{Name: "img-release"}, MigrationPolicy: "never"},
+	}
 }
 
 // testExamples runs the pool and claim of examples/18 and examples/19 as published.

@@ -84,6 +84,7 @@ func poolStatus(pool *banlieuev1.VirtualMachinePool, members []member, revision 
 	}
 	for _, c := range []metav1.Condition{warm, capacity} {
 		c.ObservedGeneration = pool.Generation
+		c.Message = banlieuev1.ConditionMessage(c.Message)
 		meta.SetStatusCondition(&status.Conditions, c)
 	}
 	return status

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,6 +55,27 @@ func TestPoolStatus(t *testing.T) {
 	s = poolStatus(pool, members, rev, blockage{ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"})
 	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionTrue, ReasonWarm, "1/1 warm member(s) available")
 	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionFalse, ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached")
+}
+
+// TestStatusMessagesBounded: a blockage's text and a claim message quoting the pool's Warm
+// condition (at the CRD's 32 768 characters, plus the claim's own words) stay within the bound.
+func TestStatusMessagesBounded(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 1}}
+	s := poolStatus(pool, nil, rev, blockage{ReasonReadinessSignalAbsent, huge})
+	for _, c := range s.Conditions {
+		if len(c.Message) > banlieuev1.MaxConditionMessage {
+			t.Errorf("pool %s message: %d bytes", c.Type, len(c.Message))
+		}
+	}
+
+	pool.Status.Conditions = []metav1.Condition{{Type: ConditionWarm, Reason: ReasonFilling, Message: huge[:32768]}}
+	claim := &banlieuev1.VirtualMachineClaim{}
+	setBound(&claim.Status, claim, metav1.ConditionFalse, ReasonNoMemberAvailable, noMemberMessage(pool))
+	if c := claim.Status.Conditions[0]; len(c.Message) > banlieuev1.MaxConditionMessage ||
+		!strings.HasPrefix(c.Message, "no Ready, unclaimed member in pool web (pool: Filling: xxx") {
+		t.Errorf("claim message: %d bytes, %q", len(c.Message), c.Message[:60])
+	}
 }
 
 func assertCondition(t *testing.T, conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string) {

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// TestHugeConditionMessageReachesAPIServer is issue 15 item 9 through a real reconciler: a
+// provider's 1 MiB image-row message (perProvider messages have no maxLength, and libvirt errors
+// reach 4 MiB) flows into the VM's Scheduled and Ready messages. Unbounded, the API server
+// refuses the whole status write (maxLength 32768) and the VM keeps its previous conditions.
+func TestHugeConditionMessageReachesAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(mgr, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	s := &suite{c: env.Client}
+	ns := "huge"
+	s.create(ctx, t, guideClass("small", false))
+	s.namespace(ctx, t, ns)
+	s.provider(ctx, t, ns, "host", "libvirt")
+	row := banlieuev1.ProviderImageStatus{ProviderName: "host", ProviderNamespace: ns, Reason: "ImportFailed", Message: "import Job running"}
+	s.image(ctx, t, "img-huge", banlieuev1.InstallImmediate, row)
+	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-huge", nil))
+	s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the short message", func(vm *banlieuev1.VirtualMachine) bool {
+		c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled)
+		return c != nil && c.Reason == ReasonImageNotReady && strings.Contains(c.Message, "(ImportFailed: import Job running)")
+	})
+
+	row.Message = "virError(Code=1, Domain=18, Message='internal error: " + strings.Repeat("qemu-img: Could not open ", 1<<20/25)
+	s.imageRows(ctx, t, "img-huge", row)
+	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the bounded 1 MiB message", func(vm *banlieuev1.VirtualMachine) bool {
+		c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled)
+		return c != nil && strings.Contains(c.Message, "(ImportFailed: virError(Code=1")
+	})
+	for _, typ := range []string{conditionScheduled, conditionReady} {
+		c := meta.FindStatusCondition(vm.Status.Conditions, typ)
+		if c.Status != metav1.ConditionFalse || len(c.Message) > banlieuev1.MaxConditionMessage ||
+			!strings.Contains(c.Message, "qemu-img: Could not open") || !strings.HasSuffix(c.Message, " bytes]") {
+			t.Errorf("%s = %s, %d bytes ending %q", typ, c.Status, len(c.Message), c.Message[max(0, len(c.Message)-40):])
+		}
+	}
+}
