@@ -100,7 +100,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
 		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
-	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand())
+	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
 

@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	"libvirt.org/go/libvirtxml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -596,6 +597,15 @@ func (c *chaos) checkHost(ctx context.Context, t *testing.T, cur *banlieuev1.Vir
 	if u, ok := uuids[c.s.ns+"-"+cur.Name]; ok && err == nil && m.Status.DomainUUID != "" && u != m.Status.DomainUUID {
 		t.Errorf("domain %s has UUID %s but its status reports %s: it was defined anew", m.Spec.DomainName, u, m.Status.DomainUUID)
 	}
+	// Record before create: wherever the kill landed, no volume of the machine exists that its
+	// status does not list, or teardown would leak it and a later machine could take it.
+	if err == nil {
+		for _, v := range c.s.volumesOf(ctx, t, m.Spec.DomainName) {
+			if !slices.Contains(m.Status.Volumes, v) {
+				t.Errorf("volume %s exists but %s's status.volumes %v does not record it", v, m.Name, m.Status.Volumes)
+			}
+		}
+	}
 }
 
 // checkRealised: one domain with the UUID the status reports, attaching exactly the machine's
@@ -617,6 +627,13 @@ func (c *chaos) checkRealised(ctx context.Context, t *testing.T, vm *banlieuev1.
 		if err != nil {
 			t.Fatal(err)
 		}
+		var def libvirtxml.Domain
+		if err := def.Unmarshal(xml); err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := providerlibvirt.DomainOwner(&def); !ok || o.UID != string(m.UID) {
+			t.Errorf("domain %s carries ownership record %+v (%v), want uid %s", dom, o, ok, m.UID)
+		}
 		for _, v := range []string{dom + "-os.qcow2", dom + "-cidata.iso"} {
 			if !strings.Contains(xml, "'"+filepath.Join(c.s.poolDir, v)+"'") {
 				t.Errorf("domain %s does not attach %s", dom, v)
@@ -628,6 +645,9 @@ func (c *chaos) checkRealised(ctx context.Context, t *testing.T, vm *banlieuev1.
 	}
 	if got, want := c.s.volumesOf(ctx, t, dom), []string{dom + "-cidata.iso", dom + "-os.qcow2"}; !slices.Equal(got, want) {
 		t.Errorf("volumes of %s: %v, want %v", dom, got, want)
+	}
+	if got, want := slices.Sorted(slices.Values(m.Status.Volumes)), []string{dom + "-cidata.iso", dom + "-os.qcow2"}; !slices.Equal(got, want) {
+		t.Errorf("status.volumes of %s: %v, want %v", dom, got, want)
 	}
 	// A seed cut short by the kill, or one made for an earlier definition, would not carry the
 	// domain's UUID; the ISO stores meta-data's bytes as they are.

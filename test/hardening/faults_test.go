@@ -33,10 +33,18 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 
 	points := []struct {
 		name string
-		hit  func(domName string) bool
+		hit  func(vm *banlieuev1.VirtualMachine, domName string) bool
 	}{
-		{"OS volume created", func(d string) bool { return slices.Contains(s.volumes(ctx, t), d+"-os.qcow2") }},
-		{"domain defined", func(d string) bool { return len(s.domainsNamed(ctx, t, d)) > 0 }},
+		// The record comes first: a kill right after it leaves names with no volumes, which
+		// the next pass must create rather than refuse as a stranger's.
+		{"volumes recorded in status", func(vm *banlieuev1.VirtualMachine, _ string) bool {
+			m, err := s.getMachine(ctx, vm)
+			return err == nil && len(m.Status.Volumes) > 0
+		}},
+		{"OS volume created", func(_ *banlieuev1.VirtualMachine, d string) bool {
+			return slices.Contains(s.volumes(ctx, t), d+"-os.qcow2")
+		}},
+		{"domain defined", func(_ *banlieuev1.VirtualMachine, d string) bool { return len(s.domainsNamed(ctx, t, d)) > 0 }},
 	}
 	for i, p := range points {
 		t.Run("define/start: kill after "+p.name, func(t *testing.T) {
@@ -45,7 +53,7 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 			if err := s.c.Create(ctx, vm); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 60*time.Second, p.name, func() (bool, string) { return p.hit(domName), "" })
+			eventually(t, 60*time.Second, p.name, func() (bool, string) { return p.hit(vm, domName), "" })
 			s.killLibvirtd(t)
 			killed := time.Now()
 			time.Sleep(time.Second) // the provider's in-flight call fails against a dead daemon

@@ -200,6 +200,15 @@ type LibvirtMachineStatus struct {
 	// addressSource the addresses came from.
 	// +optional
 	AddressSource AddressSource `json:"addressSource,omitempty"`
+	// volumes are the names of the volumes this machine created in spec.pool, each recorded
+	// before it was created. They are the only volumes the provider reuses or deletes for the
+	// machine: teardown deletes all of them, including disks no longer in the spec, and a volume
+	// of a needed name that is not listed here belongs to someone else (VolumeNameConflict).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=200
+	Volumes []string `json:"volumes,omitempty"`
 	// tpmAttached is true when the domain has a vTPM.
 	// +optional
 	TPMAttached *bool `json:"tpmAttached,omitempty"`

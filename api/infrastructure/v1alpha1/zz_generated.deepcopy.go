@@ -151,6 +151,11 @@ func (in *LibvirtMachineStatus) DeepCopyInto(out *LibvirtMachineStatus) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.Volumes != nil {
+		in, out := &in.Volumes, &out.Volumes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.TPMAttached != nil {
 		in, out := &in.TPMAttached, &out.TPMAttached
 		*out = new(bool)

@@ -20,6 +20,8 @@ type hostInventory struct {
 	networks   []string
 	interfaces []string
 	domainType string
+	// libVersion is libvirtd's version (major*1_000_000 + minor*1000 + release).
+	libVersion uint64
 }
 
 // narrowed is the declared capabilities cut down to what the host has.
@@ -87,6 +89,9 @@ func failureDomain(p *banlieuev1.Provider, host hostInventory, n narrowed) banli
 				"pools":      joinSorted(host.pools),
 				"networks":   joinSorted(host.networks),
 				"domainType": host.domainType,
+				// Which flags the host accepts follows from it (version.go); operators read it
+				// to know which hosts an upgrade must reach first.
+				"libvirtVersion": formatLibVersion(host.libVersion),
 			},
 		},
 	}

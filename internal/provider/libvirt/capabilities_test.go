@@ -92,7 +92,7 @@ func TestFailureDomain(t *testing.T) {
 			Capabilities: banlieuev1.ProviderCapabilities{Features: []string{"vtpm"}},
 		},
 	}
-	host := hostInventory{pools: []string{"zeta", "default"}, networks: []string{"br-prod"}, domainType: "qemu"}
+	host := hostInventory{pools: []string{"zeta", "default"}, networks: []string{"br-prod"}, domainType: "qemu", libVersion: 7_000_000}
 	fd := failureDomain(p, host, narrowed{storageClasses: []string{"standard"}, networkClasses: []string{"prod"}})
 	want := banlieuev1.FailureDomain{
 		Name:   "libvirt-edge-host-7",
@@ -102,7 +102,7 @@ func TestFailureDomain(t *testing.T) {
 			AvailableNetworkClasses: []string{"prod"},
 			Features:                []string{"vtpm"},
 			Raw: map[string]string{"endpoint": "qemu+tls://kvm-7.edge.example/system", "pools": "default,zeta",
-				"networks": "br-prod", "domainType": "qemu"},
+				"networks": "br-prod", "domainType": "qemu", "libvirtVersion": "7.0.0"},
 		},
 	}
 	if !reflect.DeepEqual(fd, want) {

@@ -17,6 +17,8 @@ const guestAgentChannel = "org.qemu.guest_agent.0"
 // host told us (volume paths, the UUID of an existing definition, the virtualisation type).
 type domainInputs struct {
 	spec *infrav1.LibvirtMachineSpec
+	// owner is the ownership record written into the definition's <metadata>.
+	owner Owner
 	// domainType is kvm or qemu (software emulation).
 	domainType string
 	// cpuVendor is the host CPU's vendor as libvirt reports it (Intel, AMD, …).
@@ -54,7 +56,17 @@ func renderDomain(in domainInputs) (string, error) {
 		return "", err
 	}
 
+	if in.owner.UID == "" {
+		// A definition without a record could never be proven banlieue's, and so never be
+		// changed or deleted again.
+		return "", errors.New("invalid domain XML: no owner UID for the ownership record")
+	}
+	metadata, err := in.owner.metadata()
+	if err != nil {
+		return "", err
+	}
 	dom := &libvirtxml.Domain{
+		Metadata:      metadata,
 		Type:          in.domainType,
 		Name:          s.DomainName,
 		UUID:          in.uuid,
@@ -83,7 +95,6 @@ func renderDomain(in domainInputs) (string, error) {
 	}
 
 	dev := dom.Devices
-	var err error
 	if dev.Disks, err = renderDisks(s, in); err != nil {
 		return "", err
 	}

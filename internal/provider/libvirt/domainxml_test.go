@@ -61,7 +61,7 @@ func bootOrder(d *libvirtxml.Domain) string {
 }
 
 func TestRenderDomainBackingVolume(t *testing.T) {
-	xml, err := renderDomain(domainInputs{spec: machineSpec(nil), domainType: "kvm",
+	xml, err := renderDomain(domainInputs{owner: testOwner, spec: machineSpec(nil), domainType: "kvm",
 		diskPaths: []string{"/pool/banlieue-system-web-01-os.qcow2"}, seed: "/pool/banlieue-system-web-01-cidata.iso"})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +69,9 @@ func TestRenderDomainBackingVolume(t *testing.T) {
 	d := parseDomain(t, xml)
 	if d.Type != "kvm" || d.Name != "banlieue-system-web-01" || d.UUID != "" {
 		t.Errorf("type/name/uuid: %q %q %q", d.Type, d.Name, d.UUID)
+	}
+	if o, ok := DomainOwner(d); !ok || o != testOwner {
+		t.Errorf("ownership record: %+v %v, want %+v", o, ok, testOwner)
 	}
 	if d.Memory.Value != 2048 || d.Memory.Unit != "MiB" || d.CurrentMemory.Value != 2048 || d.VCPU.Value != 2 || d.VCPU.Placement != "static" {
 		t.Errorf("memory/vcpu: %+v %+v %+v", d.Memory, d.CurrentMemory, d.VCPU)
@@ -124,7 +127,7 @@ func TestRenderDomainInstallMediaSecureTPM(t *testing.T) {
 		s.Network[0] = infrav1.LibvirtNetworkInterface{Name: "nic0", Source: infrav1.NetworkSource{Kind: infrav1.SourceBridge, Name: "br0"},
 			MACAddress: "52:54:00:00:00:01", Model: "e1000"}
 	})
-	in := domainInputs{spec: spec, domainType: "qemu", uuid: "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+	in := domainInputs{owner: testOwner, spec: spec, domainType: "qemu", uuid: "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
 		diskPaths: []string{"/p/os.qcow2", "/p/data.qcow2"}, installMedia: "/p/installer.iso", seed: "/p/seed.iso"}
 	xml, err := renderDomain(in)
 	if err != nil {
@@ -186,14 +189,15 @@ func TestRenderDomainRefusesBadInput(t *testing.T) {
 		in   domainInputs
 		want string
 	}{
-		{"disk paths short", domainInputs{spec: machineSpec(nil), domainType: "qemu"}, "0 disk paths for 1 disks"},
-		{"installer neither attached nor ejected", domainInputs{spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
+		{"disk paths short", domainInputs{owner: testOwner, spec: machineSpec(nil), domainType: "qemu"}, "0 disk paths for 1 disks"},
+		{"no owner", domainInputs{spec: machineSpec(nil), domainType: "qemu", diskPaths: []string{"/p/os"}}, "no owner UID"},
+		{"installer neither attached nor ejected", domainInputs{owner: testOwner, spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
 			s.BootSource.Kind = infrav1.BootInstallMedia
 		}), domainType: "qemu", diskPaths: []string{"/p/os"}}, "without an install ISO"},
-		{"control character in a name", domainInputs{spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
+		{"control character in a name", domainInputs{owner: testOwner, spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
 			s.DomainName = "web\x01"
 		}), domainType: "qemu", diskPaths: []string{"/p/os"}}, "invalid spec.domainName: contains control character U+0001"},
-		{"control character in a network", domainInputs{spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
+		{"control character in a network", domainInputs{owner: testOwner, spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) {
 			s.Network[0].Source.Name = "net\x1b"
 		}), domainType: "qemu", diskPaths: []string{"/p/os"}}, "invalid spec.network[0].source.name"},
 	}
@@ -212,7 +216,7 @@ func TestRenderDomainRefusesBadInput(t *testing.T) {
 func TestRenderDomainEscapesMarkup(t *testing.T) {
 	evil := `x'/><disk type='file'><source file='/etc/shadow'/></disk><x a="&`
 	spec := machineSpec(func(s *infrav1.LibvirtMachineSpec) { s.Network[0].Source.Name = evil })
-	xml, err := renderDomain(domainInputs{spec: spec, domainType: "qemu", diskPaths: []string{"/p/" + evil}})
+	xml, err := renderDomain(domainInputs{owner: testOwner, spec: spec, domainType: "qemu", diskPaths: []string{"/p/" + evil}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -103,7 +104,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 
-	obs, err := converge(ctx, c, &m)
+	obs, err := converge(ctx, c, &m, r.recordVolumes(&m))
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}
@@ -119,6 +120,25 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		requeue = requeueDefault
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
+}
+
+// recordVolumes returns converge's way of recording volume names in the machine's status before
+// they are created. The whole status is applied, as every status write of this role is, and the
+// machine in memory keeps the record for the rest of the pass.
+func (r *MachineReconciler) recordVolumes(m *infrav1.LibvirtMachine) recordVolumes {
+	return func(ctx context.Context, names []string) error {
+		st := *m.Status.DeepCopy()
+		for _, n := range names {
+			if !slices.Contains(st.Volumes, n) {
+				st.Volumes = append(st.Volumes, n)
+			}
+		}
+		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, FieldManager); err != nil {
+			return err
+		}
+		m.Status = st
+		return nil
+	}
 }
 
 // retry reports an error that happened before or during teardown on Ready, so a deletion that

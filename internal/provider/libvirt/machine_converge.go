@@ -29,9 +29,15 @@ type observation struct {
 	mediaDetached bool
 }
 
+// recordVolumes persists, before they are created, the names of volumes the machine is about to
+// create: the record is the proof that a volume of that name is the machine's own (ownership.go).
+type recordVolumes func(ctx context.Context, names []string) error
+
 // converge makes the host match the machine (SPEC §3.5 step 4). It is idempotent: every step
-// looks before it creates, and existing volumes are reused as they are.
-func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (observation, error) {
+// looks before it creates, and existing volumes are reused as they are. Nothing on the host is
+// created or changed before the machine has proven it may: its domain name is free or holds
+// this machine's own domain, and each of its volume names is free or recorded as its own.
+func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record recordVolumes) (observation, error) {
 	s := &m.Spec
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
 	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
@@ -45,16 +51,24 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 	if libvirt.IsNotFound(err) {
 		return obs, fmt.Errorf("invalid spec.pool: storage pool %q does not exist on this host", s.Pool)
 	} else if err != nil {
-		return obs, err
+		return obs, fmt.Errorf("looking storage pool %q up: %w", s.Pool, err)
 	}
 	boot, err := c.StorageVolLookupByName(ctx, pool, s.BootSource.Volume)
 	if libvirt.IsNotFound(err) {
 		return obs, fmt.Errorf("invalid spec.bootSource.volume: volume %q is not in pool %q; the VMImage for this machine has not finished importing",
 			s.BootSource.Volume, s.Pool)
 	} else if err != nil {
+		return obs, fmt.Errorf("looking boot volume %q up: %w", s.BootSource.Volume, err)
+	}
+	current, existing, err := ownDomain(ctx, c, m)
+	if err != nil {
 		return obs, err
 	}
-	diskPaths, err := ensureDisks(ctx, c, pool, m, boot)
+	vols, err := claimVolumes(ctx, c, pool, m, record)
+	if err != nil {
+		return obs, err
+	}
+	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, vols)
 	if err != nil {
 		return obs, err
 	}
@@ -63,38 +77,28 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		return obs, err
 	}
 
-	in := domainInputs{spec: s, domainType: obs.domainType, cpuVendor: vendor, diskPaths: diskPaths,
+	in := domainInputs{spec: s, owner: ownerOf(m), domainType: obs.domainType, cpuVendor: vendor, diskPaths: diskPaths,
 		installDetached: obs.mediaDetached}
 	if installMedia && !obs.mediaDetached {
 		in.installMedia = boot.Key
 	}
-	var current *libvirtxml.Domain
-	existing, err := c.DomainLookupByName(ctx, s.DomainName)
-	switch {
-	case err == nil:
+	if current != nil {
 		in.uuid = existing.UUID.String()
-		if current, err = readDefinition(ctx, c, existing); err != nil {
-			return obs, err
-		}
 		in.macs = interfaceMACs(current)
-	case !libvirt.IsNotFound(err):
-		return obs, err
 	}
-	seed, err := c.StorageVolLookupByName(ctx, pool, seedVolume(s.DomainName))
-	switch {
-	case err == nil && attaches(current, seed.Key):
-		// A seed is never rewritten: cloud-init has consumed it, and editing userData later
-		// must not change what a running guest sees on its next boot.
-		in.seed = seed.Key
-	case err == nil:
-		// The definition that attaches the seed is its commit point. A seed no definition
-		// attaches was left by a pass that stopped before it (it may be partly uploaded), or
-		// belongs to an earlier domain of this name (its instance-id is stale): make it anew.
-		if err := c.StorageVolDelete(ctx, seed); err != nil && !libvirt.IsNotFound(err) {
-			return obs, fmt.Errorf("deleting the uncommitted seed volume: %w", err)
+	if seed, ok := vols[seedVolume(s.DomainName)]; ok {
+		if attaches(current, seed.Key) {
+			// A seed is never rewritten: cloud-init has consumed it, and editing userData
+			// later must not change what a running guest sees on its next boot.
+			in.seed = seed.Key
+		} else {
+			// The definition that attaches the seed is its commit point. A seed of this
+			// machine's that no definition attaches was left by a pass that stopped before it
+			// (it may be partly uploaded): make it anew.
+			if err := c.StorageVolDelete(ctx, seed); err != nil && !libvirt.IsNotFound(err) {
+				return obs, fmt.Errorf("deleting the uncommitted seed volume: %w", err)
+			}
 		}
-	case !libvirt.IsNotFound(err):
-		return obs, err
 	}
 	if obs.domain, err = define(ctx, c, in); err != nil {
 		return obs, err
@@ -140,6 +144,55 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		obs.mediaDetached = true
 	}
 	return obs, nil
+}
+
+// ownDomain looks the machine's domain up by name and returns its persistent definition, or nil
+// when there is none yet. A domain of that name whose ownership record does not name this
+// machine is a conflict: it is left exactly as it is.
+func ownDomain(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (*libvirtxml.Domain, libvirt.Domain, error) {
+	dom, err := c.DomainLookupByName(ctx, m.Spec.DomainName)
+	if libvirt.IsNotFound(err) {
+		return nil, libvirt.Domain{}, nil
+	} else if err != nil {
+		return nil, dom, fmt.Errorf("looking domain %q up: %w", m.Spec.DomainName, err)
+	}
+	def, err := readDefinition(ctx, c, dom)
+	if err != nil {
+		return nil, dom, err
+	}
+	if !ownedBy(def, m) {
+		return nil, dom, domainConflict(def)
+	}
+	return def, dom, nil
+}
+
+// claimVolumes finds which of the machine's volumes exist and records, before any is created,
+// those that do not: a volume that exists but is not recorded is a stranger's, and the machine
+// stops there with the host unchanged. It returns the existing volumes, by name.
+func claimVolumes(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+	record recordVolumes) (map[string]libvirt.StorageVol, error) {
+	names := machineVolumes(&m.Spec)
+	found := map[string]libvirt.StorageVol{}
+	for _, name := range names {
+		vol, err := c.StorageVolLookupByName(ctx, pool, name)
+		if libvirt.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("looking volume %q up: %w", name, err)
+		}
+		found[name] = vol
+	}
+	exists := func(name string) bool { _, ok := found[name]; return ok }
+	missing, stranger := planVolumes(names, exists, m.Status.Volumes)
+	if stranger != "" {
+		return nil, volumeConflict(stranger, m.Spec.Pool)
+	}
+	if len(missing) > 0 {
+		if err := record(ctx, missing); err != nil {
+			return nil, fmt.Errorf("recording volumes %v in status before creating them: %w", missing, err)
+		}
+	}
+	return found, nil
 }
 
 // refreshPool rescans the pool so volumes created outside libvirt show up. libvirtd refuses a
@@ -196,20 +249,17 @@ func attaches(def *libvirtxml.Domain, path string) bool {
 }
 
 // ensureDisks creates the OS disk and data disks that do not exist yet and returns every disk's
-// host path. Existing volumes are never resized or recreated.
+// host path. Existing volumes (found, all recorded as this machine's) are never resized or
+// recreated.
 func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
-	boot libvirt.StorageVol) ([]string, error) {
+	boot libvirt.StorageVol, found map[string]libvirt.StorageVol) ([]string, error) {
 	s := &m.Spec
 	paths := make([]string, len(s.Disks))
 	for i, d := range s.Disks {
 		name := diskVolume(s.DomainName, d.Name)
-		vol, err := c.StorageVolLookupByName(ctx, pool, name)
-		if err == nil {
+		if vol, ok := found[name]; ok {
 			paths[i] = vol.Key
 			continue
-		}
-		if !libvirt.IsNotFound(err) {
-			return nil, err
 		}
 		spec := volumeSpec{name: name, capacity: uint64(d.SizeGiB) << 30, format: formatQCOW2}
 		if i == 0 && s.BootSource.Kind == infrav1.BootBackingVolume {
@@ -219,11 +269,12 @@ func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 		if err != nil {
 			return nil, err
 		}
-		if vol, err = c.StorageVolCreateXML(ctx, pool, xml, 0); err != nil {
+		vol, err := c.StorageVolCreateXML(ctx, pool, xml, 0)
+		if err != nil {
 			return nil, fmt.Errorf("creating volume %s: %w", name, err)
 		}
 		if err := refreshPool(ctx, c, pool); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("refreshing pool %q: %w", s.Pool, err)
 		}
 		paths[i] = vol.Key
 	}
@@ -246,10 +297,11 @@ func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Do
 // credentials never touch this process's filesystem.
 func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
 	dom libvirt.Domain, macs []string) (string, error) {
-	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName}
-	if m.Spec.UserData != "" {
-		seed.UserData = []byte(m.Spec.UserData)
-	}
+	// user-data is always written, empty when the machine has none: cloud-init's NoCloud
+	// datasource ignores a seed that lacks either file, and the guest would then get no
+	// instance-id, hostname or network-config.
+	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName,
+		UserData: append([]byte{}, m.Spec.UserData...)}
 	network, err := seedNetworkConfig(m, macs)
 	if err != nil {
 		return "", err
@@ -277,7 +329,7 @@ func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 		return "", fmt.Errorf("uploading the seed: %w", err)
 	}
 	if err := refreshPool(ctx, c, pool); err != nil {
-		return "", err
+		return "", fmt.Errorf("refreshing pool %q: %w", m.Spec.Pool, err)
 	}
 	return vol.Key, nil
 }

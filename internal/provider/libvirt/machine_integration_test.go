@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"libvirt.org/go/libvirtxml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,7 +48,14 @@ func TestMachineAgainstLabHost(t *testing.T) {
 
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
-	t.Run("a static NIC keeps its MAC and a stray seed is replaced", func(t *testing.T) { s.testStaticNICAndStraySeed(ctx, t) })
+	t.Run("a static NIC keeps its MAC; a stranger's seed is refused, an uncommitted own seed replaced", func(t *testing.T) { s.testStaticNICAndStraySeed(ctx, t) })
+	t.Run("a domain defined by hand is never adopted", func(t *testing.T) { s.testForeignDomain(ctx, t) })
+	t.Run("joined names that collide: the second machine is refused", func(t *testing.T) { s.testJoinedNamesCollide(ctx, t) })
+	t.Run("volume names that collide: the second machine is refused", func(t *testing.T) { s.testVolumeNamesCollide(ctx, t) })
+	t.Run("a disk dropped from the spec goes with the machine", func(t *testing.T) { s.testDroppedDisk(ctx, t) })
+	t.Run("a machine without userData gets a seed with both files", func(t *testing.T) { s.testSeedWithoutUserData(ctx, t) })
+	t.Run("audit lists domains whose machine is gone", func(t *testing.T) { s.testAudit(ctx, t) })
+	t.Run("a 1 MiB libvirt error is reported, cut to a bound", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
 			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)
@@ -211,6 +218,19 @@ func controllerHasFinalizer(m *infrav1.LibvirtMachine) bool {
 // readSeed downloads the seed volume and reads it back with isoinfo, an independent reader.
 func (s *machineSuite) readSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) (metaData, userData string) {
 	t.Helper()
+	path := s.downloadSeed(ctx, t, vol)
+	return isoFile(t, path, "/meta-data"), isoFile(t, path, "/user-data")
+}
+
+// readSeedFile downloads the seed volume and returns one file of it, read with isoinfo.
+func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvirt.StorageVol, name string) string {
+	t.Helper()
+	return isoFile(t, s.downloadSeed(ctx, t, vol), name)
+}
+
+// downloadSeed writes the seed volume to a file for isoinfo to read.
+func (s *machineSuite) downloadSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) string {
+	t.Helper()
 	if _, err := exec.LookPath("isoinfo"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("isoinfo missing (genisoimage)")
@@ -225,21 +245,7 @@ func (s *machineSuite) readSeed(ctx context.Context, t *testing.T, vol libvirt.S
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return isoFile(t, path, "/meta-data"), isoFile(t, path, "/user-data")
-}
-
-// readSeedFile downloads the seed volume and returns one file of it, read with isoinfo.
-func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvirt.StorageVol, name string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "seed.iso")
-	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return isoFile(t, path, name)
+	return path
 }
 
 func isoFile(t *testing.T, iso, name string) string {
@@ -268,22 +274,7 @@ func (s *machineSuite) waitGone(ctx context.Context, t *testing.T, key client.Ob
 }
 
 func (s *machineSuite) testTwoNamespaces(ctx context.Context, t *testing.T) {
-	if err := s.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}); err != nil {
-		t.Fatal(err)
-	}
-	other := s.guideProvider("lab")
-	other.Namespace = "team-b"
-	other.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
-	for _, obj := range []client.Object{other,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: "team-b"},
-			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: "team-b"},
-			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
-	} {
-		if err := s.env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.addNamespace(ctx, t, "team-b")
 	a, b := s.machine(testNamespace, "web-02"), s.machine("team-b", "web-02")
 	for _, m := range []*infrav1.LibvirtMachine{a, b} {
 		if err := s.env.Client.Create(ctx, m); err != nil {
@@ -331,8 +322,8 @@ func (s *machineSuite) testReportedError(ctx context.Context, t *testing.T, name
 }
 
 // testStaticNICAndStraySeed: the seed's network-config names the MAC the interface really has,
-// pass after pass; and a seed volume no definition attaches (left by an interrupted pass) is
-// not trusted.
+// pass after pass; a seed volume the machine did not record is a stranger's and refused, and one
+// it recorded but no definition attaches (left by an interrupted pass) is not trusted.
 func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing.T) {
 	network := s.pool + "-net"
 	// Defined, not started: defining a powered-off domain needs no bridge on this machine.
@@ -362,6 +353,22 @@ func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing
 	}
 
 	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	// Unrecorded, the stray seed is someone else's: refused, left as it is, no domain defined.
+	s.waitReason(ctx, t, m, ReasonVolumeNameConflict)
+	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
+		t.Errorf("no domain may be defined next to a stranger's seed: %v", err)
+	}
+	// Recorded, it is what a pass that died mid-upload leaves: the machine's own, replaced.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var refused infrav1.LibvirtMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &refused); err != nil {
+			return err
+		}
+		refused.Status.Volumes = machineVolumes(&refused.Spec)
+		return s.env.Client.Status().Update(ctx, &refused)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {

@@ -1,6 +1,8 @@
 package libvirt
 
 import (
+	"cmp"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,6 +22,12 @@ const (
 	ReasonGuestAnnounced       = "GuestAnnounced"
 	ReasonGuestNotAnnounced    = "GuestNotAnnounced"
 	ReasonInstallMediaAttached = "InstallMediaAttached"
+	// ReasonDomainNameConflict: a domain of the machine's name exists that this machine did not
+	// create (not banlieue's, or another LibvirtMachine's); it is left untouched.
+	ReasonDomainNameConflict = "DomainNameConflict"
+	// ReasonVolumeNameConflict: a volume the machine would create exists and is not recorded as
+	// the machine's own; it is left untouched.
+	ReasonVolumeNameConflict = "VolumeNameConflict"
 )
 
 // succeededStatus is the machine's status after a converge pass (SPEC §3.5 step 5a). It starts
@@ -76,17 +84,19 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 	return st
 }
 
-// failedStatus keeps every observed field and reports the error on Ready.
+// failedStatus keeps every observed field and reports the error on Ready: a name conflict under
+// its own reason, anything else as ReconcileFailed.
 func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
-	setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, ReasonReconcileFailed, err.Error())
+	reason := cmp.Or(conflictReason(err), ReasonReconcileFailed)
+	setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	return st
 }
 
 func setMachineCondition(st *infrav1.LibvirtMachineStatus, m *infrav1.LibvirtMachine, typ string,
 	status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
+		Type: typ, Status: status, Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: m.Generation,
 	})
 }
 

@@ -8,39 +8,31 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// undefineFlags are always passed: a UEFI domain cannot be undefined without NVRAM, and without
-// TPM a deleted VM would leave its swtpm state — the very secret the vTPM isolates — behind.
-const undefineFlags = libvirt.UndefineManagedSave | libvirt.UndefineNVRAM | libvirt.UndefineTPM
-
 // teardown removes the machine from the host in a fixed order: destroy, undefine, check, delete
-// volumes. Every failing step is returned with its name; none is swallowed. The boot volume is
-// never deleted: it belongs to the VMImage and other machines use it.
+// volumes. Every failing step is returned with its name; none is swallowed. Only what the machine
+// can prove it created is touched: its domain when the ownership record names it, and the
+// volumes in status.volumes — every one of them, disks dropped from the spec included. A domain
+// of its name that is someone else's is left alone, and the boot volume is never deleted: it
+// belongs to the VMImage and other machines use it.
 func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) error {
 	s := &m.Spec
 	dom, err := c.DomainLookupByName(ctx, s.DomainName)
 	switch {
 	case err == nil:
-		state, _, err := c.DomainState(ctx, dom)
+		def, err := readDefinition(ctx, c, dom)
 		if err != nil {
-			return fmt.Errorf("teardown: reading the state of domain %q: %w", s.DomainName, err)
+			return fmt.Errorf("teardown: %w", err)
 		}
-		if isRunning(state) {
-			if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
-				return fmt.Errorf("teardown: destroying domain %q: %w", s.DomainName, err)
+		if ownedBy(def, m) {
+			if err := removeDomain(ctx, c, dom); err != nil {
+				return err
 			}
-		}
-		if err := c.DomainUndefine(ctx, dom, undefineFlags); err != nil && !libvirt.IsNotFound(err) {
-			return fmt.Errorf("teardown: undefining domain %q: %w", s.DomainName, err)
-		}
-		// A teardown that reports success while the domain is still defined would hand a stale
-		// definition to the next machine of the same name, so it is checked, not trusted.
-		if _, err := c.DomainLookupByName(ctx, s.DomainName); err == nil {
-			return fmt.Errorf("teardown: domain %q is still defined after undefine", s.DomainName)
-		} else if !libvirt.IsNotFound(err) {
-			return fmt.Errorf("teardown: looking domain %q up again: %w", s.DomainName, err)
 		}
 	case !libvirt.IsNotFound(err):
 		return fmt.Errorf("teardown: looking domain %q up: %w", s.DomainName, err)
+	}
+	if len(m.Status.Volumes) == 0 {
+		return nil
 	}
 
 	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
@@ -49,11 +41,7 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 	} else if err != nil {
 		return fmt.Errorf("teardown: looking pool %q up: %w", s.Pool, err)
 	}
-	names := []string{seedVolume(s.DomainName)}
-	for _, d := range s.Disks {
-		names = append(names, diskVolume(s.DomainName, d.Name))
-	}
-	for _, name := range names {
+	for _, name := range m.Status.Volumes {
 		vol, err := c.StorageVolLookupByName(ctx, pool, name)
 		if libvirt.IsNotFound(err) {
 			continue
@@ -63,6 +51,36 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		if err := c.StorageVolDelete(ctx, vol); err != nil && !libvirt.IsNotFound(err) {
 			return fmt.Errorf("teardown: deleting volume %q: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// removeDomain destroys and undefines the domain with the flags its daemon accepts, and checks
+// that it is gone. The calls name the domain by the UUID that was looked up, so a domain defined
+// under the same name in between is not the one removed.
+func removeDomain(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) error {
+	state, _, err := c.DomainState(ctx, dom)
+	if err != nil {
+		return fmt.Errorf("teardown: reading the state of domain %q: %w", dom.Name, err)
+	}
+	if isRunning(state) {
+		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
+			return fmt.Errorf("teardown: destroying domain %q: %w", dom.Name, err)
+		}
+	}
+	version, err := c.LibVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("teardown: reading the libvirt version: %w", err)
+	}
+	if err := c.DomainUndefine(ctx, dom, undefineFlagsFor(version)); err != nil && !libvirt.IsNotFound(err) {
+		return fmt.Errorf("teardown: undefining domain %q: %w", dom.Name, err)
+	}
+	// A teardown that reports success while the domain is still defined would hand a stale
+	// definition to the next machine of the same name, so it is checked, not trusted.
+	if again, err := c.DomainLookupByName(ctx, dom.Name); err == nil && again.UUID == dom.UUID {
+		return fmt.Errorf("teardown: domain %q is still defined after undefine", dom.Name)
+	} else if err != nil && !libvirt.IsNotFound(err) {
+		return fmt.Errorf("teardown: looking domain %q up again: %w", dom.Name, err)
 	}
 	return nil
 }

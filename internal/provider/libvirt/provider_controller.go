@@ -232,6 +232,10 @@ func closedOnPurpose(err error) bool {
 
 func inventory(ctx context.Context, c *libvirt.Client) (hostInventory, error) {
 	var host hostInventory
+	var err error
+	if host.libVersion, err = c.LibVersion(ctx); err != nil {
+		return host, fmt.Errorf("reading the libvirt version: %w", err)
+	}
 	pools, err := c.ListAllStoragePools(ctx)
 	if err != nil {
 		return host, fmt.Errorf("listing storage pools: %w", err)
@@ -285,6 +289,6 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
 	st metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: p.Generation,
+		Type: typ, Status: st, Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: p.Generation,
 	})
 }

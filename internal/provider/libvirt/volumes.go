@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 )
 
 // Volume formats.
@@ -17,6 +19,15 @@ const (
 // single flat namespace of domains, and volume names inherit the namespace qualification.
 func diskVolume(domain, disk string) string { return domain + "-" + disk + ".qcow2" }
 func seedVolume(domain string) string       { return domain + "-cidata.iso" }
+
+// machineVolumes are the volumes the machine's spec asks for: its disks, then its seed.
+func machineVolumes(s *infrav1.LibvirtMachineSpec) []string {
+	names := make([]string, 0, len(s.Disks)+1)
+	for _, d := range s.Disks {
+		names = append(names, diskVolume(s.DomainName, d.Name))
+	}
+	return append(names, seedVolume(s.DomainName))
+}
 
 // backingFormat is decided by the backing volume's name and never by its contents: a raw image
 // whose first bytes look like a qcow2 header would otherwise be read as one, and the backing file
