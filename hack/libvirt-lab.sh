@@ -2,7 +2,7 @@
 # hack/libvirt-lab.sh — a throw-away libvirtd speaking mutual TLS on 127.0.0.1:16514,
 # for banlieue's integration tests (no systemd, no KVM needed).
 #
-# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status [DIR]
+# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki [DIR]
 #        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
 #
 #   start             install missing Debian packages (apt-get update only when installing),
@@ -13,6 +13,8 @@
 #   restart-libvirtd  kill -9 libvirtd (a crash, not a clean stop) and start it again with the
 #                     same state; tests use it after killing the daemon mid-call.
 #   status            exit 0 when libvirtd answers on the TLS port.
+#   pki               only create DIR/pki (as start does; kept when present). hack/libvirt-matrix.sh
+#                     uses it for the libvirtds it runs in other Debian releases.
 #
 # Contract other tests rely on (do not rename):
 #   DIR/env            shell `export` lines: BANLIEUE_LIBVIRT_LAB=DIR,
@@ -143,6 +145,10 @@ write_config() {
 	# user disagree about KVM. Only the private /etc/libvirt is touched, never the host's.
 	mkdir -p "$DIR/state/etc"
 	printf 'user = "root"\ngroup = "root"\n' >"$DIR/state/etc/qemu.conf"
+	# banlieue logs each domain's serial console to /var/log/libvirt/qemu/, which a packaged
+	# libvirt creates at install time; a fresh lab state has no such directory, and a domain
+	# whose log file cannot be opened does not start.
+	mkdir -p "$DIR/state/log/qemu"
 	cat >"$DIR/env" <<-EOF
 		export BANLIEUE_LIBVIRT_LAB=$DIR
 		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
@@ -197,6 +203,7 @@ in_lab_namespace() {
 start_daemons() {
 	if [ "${BANLIEUE_LAB_SHARED_STATE:-0}" = 1 ] || ! unshare --mount --propagation private true 2>/dev/null; then
 		echo shared >"$DIR/mode"
+		mkdir -p /var/log/libvirt/qemu
 	else
 		echo private >"$DIR/mode"
 	fi
@@ -303,6 +310,11 @@ env)
 	;;
 status)
 	running "$DIR/libvirtd.pid" && answers
+	;;
+pki)
+	mkdir -p "$DIR"
+	DIR=$(cd "$DIR" && pwd)
+	make_pki
 	;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2
