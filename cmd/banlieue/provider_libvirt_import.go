@@ -23,9 +23,12 @@ func newProviderLibvirtImportCommand() *cobra.Command {
 		Use:   "import --vmimage NAME --provider NAME --provider-namespace NS --pool POOL --source PATH",
 		Short: "Stream a built image artifact into a libvirt storage volume of a Provider's host",
 		Long: `import verifies --source (and --checksum when given), connects to the Provider's host with
-the Provider's own credentials and uploads the file into --pool as a sparse raw volume, then
-records a completion marker volume <volume>.sha256. A volume with a valid marker is left alone;
-one without is the leftover of an interrupted import and is replaced.`,
+the Provider's own credentials and uploads the file into --pool as a sparse raw volume. Before
+the volume is created it writes a marker volume <volume>.sha256 recording the import as in
+progress, and rewrites it as complete after the upload. An imported volume is never replaced:
+a volume whose marker records this artifact as complete is left alone, one whose marker records
+an interrupted import of this artifact is deleted and uploaded again, and every other volume of
+that name (another artifact's, or one without a banlieue marker) is refused, untouched.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := app.RESTConfig(kubeconfig)

@@ -40,41 +40,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 	s := newLabSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := jobrunner.BuildBanlieue(t)
-	artifacts := t.TempDir()
-	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
-		Volumes: map[string]string{artifactsPVC: artifacts}, Logf: t.Logf,
-	}).Start(t)
-	if err := s.env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := hostconn.NewPool()
-	t.Cleanup(conns.Close)
-	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Connections: conns, Resync: 2 * time.Second}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA,
-		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}},
-	}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mgrCtx) }()
+	artifacts := s.startControllers(ctx, t)
 
 	poolA, poolB := s.createPool(ctx, t, "ctl-a"), s.createPool(ctx, t, "ctl-b")
 	// "missing" is declared but absent from the host: the probe drops it, so it is no target.
@@ -90,16 +56,17 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{0, 32 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, img.Name, "cirros.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
-		if row.ResolvedRef != "cirros.raw" || row.Reason != ReasonReconciled || len(row.Zones) != 2 {
+		volume := ArtifactVolumeName("cirros", fileSHA256(t, src), false)
+		if row.ResolvedRef != volume || row.Reason != ReasonReconciled || len(row.Zones) != 2 {
 			t.Fatalf("row = %+v", row)
 		}
 		for i, pool := range []string{poolA.Name, poolB.Name} {
 			z := row.Zones[i]
-			job := ImportJobName("cirros", "lab", pool)
+			job := ImportJobName("cirros", providerNamespace, "lab", pool)
 			if z.Name != pool || !z.Ready || z.Reason != ReasonReconciled || z.ResolvedRef != pool+"/"+job {
 				t.Errorf("zone %d = %+v", i, z)
 			}
-			s.assertImported(ctx, t, s.pool(t, pool), "cirros.raw", src)
+			s.assertImported(ctx, t, s.pool(t, pool), volume, src)
 		}
 		var jobs batchv1.JobList
 		if err := s.env.Client.List(ctx, &jobs, client.InNamespace(buildNamespace), client.MatchingLabels{LabelVMImage: "cirros"}); err != nil {
@@ -118,7 +85,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		first := s.jobUIDs(ctx, t, "cirros")
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{16 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, "cirros", "cirros.raw", src)
-		s.waitRow(ctx, t, "cirros", "lab", func(r banlieuev1.ProviderImageStatus) bool {
+		row := s.waitRow(ctx, t, "cirros", "lab", func(r banlieuev1.ProviderImageStatus) bool {
 			if !r.Ready {
 				return false
 			}
@@ -129,7 +96,10 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			}
 			return true
 		})
-		s.assertImported(ctx, t, poolA, "cirros.raw", src)
+		if want := ArtifactVolumeName("cirros", fileSHA256(t, src), false); row.ResolvedRef != want {
+			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
+		}
+		s.assertImported(ctx, t, poolA, row.ResolvedRef, src)
 	})
 
 	t.Run("a failed import is ImportFailed", func(t *testing.T) {
@@ -169,6 +139,48 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			return !r.Ready && r.Reason == ReasonUnsupportedSourceKind
 		})
 	})
+}
+
+// startControllers runs the Provider and VMImage controllers, with the Job runner standing in
+// for the kubelet, and returns the directory that stands for the artifacts PVC.
+func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := jobrunner.BuildBanlieue(t)
+	artifacts := t.TempDir()
+	(&jobrunner.Runner{
+		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Volumes: map[string]string{artifactsPVC: artifacts}, Logf: t.Logf,
+	}).Start(t)
+	if err := s.env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := hostconn.NewPool()
+	t.Cleanup(conns.Close)
+	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Connections: conns, Resync: 2 * time.Second}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
+		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA,
+		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}},
+	}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(mgrCtx) }()
+	return artifacts
 }
 
 func (s *labSuite) pool(t *testing.T, name string) libvirt.StoragePool {

@@ -5,8 +5,10 @@ package image
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,26 +40,22 @@ type ImportOptions struct {
 	Checksum          string
 }
 
-// VolumeName is the volume an import writes: --volume-name, else `<vmimage>.raw`, or
-// `<vmimage>.iso` for an ISO artifact (SPEC §6 "Installer ISOs"). A name that already carries
-// the extension keeps it once.
-func (o ImportOptions) volumeName() string {
-	if o.VolumeName != "" {
-		return o.VolumeName
+// volumeName is the volume an import writes: --volume-name (an import Job passes
+// ArtifactVolumeName), else defaultVolumeName, `.iso` for an ISO source (SPEC §6 "Installer
+// ISOs"). The name is checked here, before anything touches the host.
+func (o ImportOptions) volumeName() (string, error) {
+	flag, name := "--volume-name", o.VolumeName
+	if name == "" {
+		flag, name = "--vmimage", defaultVolumeName(o.VMImage, strings.EqualFold(filepath.Ext(o.Source), ".iso"))
 	}
-	return ArtifactVolumeName(o.VMImage, strings.EqualFold(filepath.Ext(o.Source), ".iso"))
-}
-
-// ArtifactVolumeName is the volume a VMImage's artifact lands in on every pool.
-func ArtifactVolumeName(vmimage string, iso bool) string {
-	ext := ".raw"
-	if iso {
-		ext = ".iso"
+	switch {
+	case len(name) > maxVolumeName:
+		return "", fmt.Errorf("invalid %s: volume name %q is %d characters, more than the %d a machine's boot volume may have",
+			flag, name, len(name), maxVolumeName)
+	case strings.ContainsAny(name, "/\x00") || name == "." || name == "..":
+		return "", fmt.Errorf("invalid %s: %q is not a volume name", flag, name)
 	}
-	if strings.HasSuffix(vmimage, ext) {
-		return vmimage
-	}
-	return vmimage + ext
+	return name, nil
 }
 
 // Importer runs one import. Kube reads the Provider and its credentials; Out receives progress.
@@ -69,15 +67,20 @@ type Importer struct {
 }
 
 // Import performs SPEC §3.3 "Import subcommand". The source and its checksum are verified before
-// anything touches the API server or the host, so a bad artifact leaves no trace.
+// anything touches the API server or the host, so a bad artifact leaves no trace. An imported
+// volume is immutable: machines' overlays back onto it, so the import never deletes or rewrites
+// a volume that its marker does not prove to be this artifact's interrupted import (prepare).
 func (im Importer) Import(ctx context.Context, o ImportOptions) error {
-	volume := o.volumeName()
+	volume, err := o.volumeName()
+	if err != nil {
+		return err
+	}
 	src, size, err := openSource(o.Source)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	digest, err := artifactDigest(o.Source, o.Checksum)
+	digest, given, err := artifactDigest(o.Source, o.Checksum)
 	if err != nil {
 		return err
 	}
@@ -98,8 +101,8 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	if err != nil {
 		return err
 	}
-	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest}
-	done, err := t.complete(ctx)
+	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest, given: given}
+	marker, done, err := t.prepare(ctx, im.Out)
 	if err != nil {
 		return err
 	}
@@ -107,24 +110,16 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 		fmt.Fprintf(im.Out, "volume %s in pool %s already holds %s; nothing to do\n", volume, pool.Name, digest)
 		return nil
 	}
-	deleted, err := t.clear(ctx)
-	if err != nil {
-		return err
-	}
-	if len(deleted) > 0 {
-		fmt.Fprintf(im.Out, "deleted %s: no completion marker for %s (left by an interrupted import or an older artifact)\n",
-			strings.Join(deleted, " and "), digest)
-	}
 	fmt.Fprintf(im.Out, "importing %s (%s) into pool %s as volume %s\n", o.Source, formatBytes(size), pool.Name, volume)
 	progress := im.Progress
 	if progress == nil {
 		progress = func(total int64) libvirt.Progress { return NewProgress(im.Out, total) }
 	}
 	start := time.Now()
-	if err := t.upload(ctx, src, size, progress(size)); err != nil {
+	if err := t.upload(ctx, marker, src, size, progress(size)); err != nil {
 		return err
 	}
-	if err := t.writeMarker(ctx); err != nil {
+	if err := t.writeMarker(ctx, marker, complete); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -164,27 +159,39 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// artifactDigest verifies --checksum when given. Without one the marker still needs proof of
-// which artifact the volume holds, so the file's sha256 is computed instead.
-func artifactDigest(path, value string) (checksum.Digest, error) {
-	if value == "" {
-		d, err := checksum.File(path, "sha256")
-		if err != nil {
-			return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+// artifactDigest hashes the source once: its sha256, which the marker records (and which names
+// an import Job's volume), and, when --checksum is given, the digest it must match, returned as
+// given (a marker written by an earlier version may record a sha512 one).
+func artifactDigest(path, value string) (sha checksum.Digest, given checksum.Digest, err error) {
+	if value != "" {
+		if given, err = checksum.Parse(value); err != nil {
+			return sha, given, fmt.Errorf("invalid --checksum: %w", err)
 		}
-		return d, nil
 	}
-	want, err := checksum.Parse(value)
+	f, err := os.Open(path)
 	if err != nil {
-		return checksum.Digest{}, fmt.Errorf("invalid --checksum: %w", err)
+		return sha, given, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
 	}
-	if err := checksum.Verify(path, want); err != nil {
-		if errors.Is(err, checksum.ErrMismatch) {
-			return checksum.Digest{}, fmt.Errorf("invalid --checksum: %w", err)
-		}
-		return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+	defer f.Close()
+	h := sha256.New()
+	var other hash.Hash
+	w := io.Writer(h)
+	if given.Alg != "" && given.Alg != "sha256" {
+		other = given.New()
+		w = io.MultiWriter(h, other)
 	}
-	return want, nil
+	if _, err := io.CopyBuffer(w, f, make([]byte, checksum.ChunkSize)); err != nil {
+		return sha, given, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+	}
+	sha = checksum.Of("sha256", h)
+	computed := sha
+	if other != nil {
+		computed = checksum.Of(given.Alg, other)
+	}
+	if !given.IsZero() && computed != given {
+		return sha, given, fmt.Errorf("invalid --checksum: %w", &checksum.MismatchError{Path: path, Expected: given, Computed: computed})
+	}
+	return sha, given, nil
 }
 
 func (im Importer) provider(ctx context.Context, o ImportOptions) (*banlieuev1.Provider, error) {

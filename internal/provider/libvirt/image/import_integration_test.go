@@ -73,25 +73,137 @@ func TestImportAgainstLabHost(t *testing.T) {
 		}
 	})
 
-	t.Run("a volume without a valid marker is replaced", func(t *testing.T) {
-		tg := target{host: s.host, pool: pool, volume: "leftover.raw", marker: "leftover.raw.sha256",
-			digest: checksum.Digest{Alg: "sha256", Hex: strings.Repeat("0", 64)}}
-		// A partial upload: the volume exists, its content is wrong and no marker proves it.
-		if _, err := tg.create(ctx, tg.volume, 4096); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := run(ImportOptions{VMImage: "leftover", Source: dense}); err != nil {
+	denseSum, err := checksum.File(dense, "sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("an interrupted import of this artifact is redone", func(t *testing.T) {
+		// What a kill right after the upload started leaves: the in-progress marker, then a
+		// partial volume.
+		s.writeVolume(ctx, t, pool, "partial.raw.sha256", markerContent(importing, denseSum))
+		s.writeVolume(ctx, t, pool, "partial.raw", []byte("half an image"))
+		out, err := run(ImportOptions{VMImage: "partial", Source: dense})
+		if err != nil || !strings.Contains(out, "deleted partial.raw: no completion marker for "+denseSum.String()) {
 			t.Fatalf("import: %v\n%s", err, out)
 		}
-		s.assertImported(ctx, t, pool, "leftover.raw", dense)
-		// A marker for another artifact (the image was rebuilt) does not prove it either.
-		if err := tg.writeMarkerReplacing(ctx); err != nil {
+		s.assertImported(ctx, t, pool, "partial.raw", dense)
+		// A kill before the volume was created leaves the marker alone.
+		s.deleteVolume(ctx, t, pool, "partial.raw")
+		s.rewriteVolume(ctx, t, pool, "partial.raw.sha256", markerContent(importing, denseSum))
+		if out, err := run(ImportOptions{VMImage: "partial", Source: dense}); err != nil || strings.Contains(out, "deleted") {
+			t.Fatalf("import after a marker-only leftover: %v\n%s", err, out)
+		}
+		s.assertImported(ctx, t, pool, "partial.raw", dense)
+	})
+
+	t.Run("a volume deleted by hand is imported again from its marker", func(t *testing.T) {
+		if out, err := run(ImportOptions{VMImage: "gone", Source: dense}); err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		s.deleteVolume(ctx, t, pool, "gone.raw")
+		out, err := run(ImportOptions{VMImage: "gone", Source: dense})
+		if err != nil || !strings.Contains(out, "volume gone.raw is gone but its marker gone.raw.sha256 records "+denseSum.String()) {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		s.assertImported(ctx, t, pool, "gone.raw", dense)
+	})
+
+	t.Run("a marker written by an earlier version proves completion", func(t *testing.T) {
+		if out, err := run(ImportOptions{VMImage: "legacy", Source: dense}); err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		s.deleteVolume(ctx, t, pool, "legacy.raw.sha256")
+		s.writeVolume(ctx, t, pool, "legacy.raw.sha256", []byte(denseSum.String()+"\n"))
+		if out, err := run(ImportOptions{VMImage: "legacy", Source: dense}); err != nil || !strings.Contains(out, "nothing to do") {
+			t.Fatalf("re-run: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("another artifact under an imported name is refused, the base untouched", func(t *testing.T) {
+		// The guide's by-hand import run again with another --source: the base that machines'
+		// overlays back onto must not change under them.
+		if out, err := run(ImportOptions{VMImage: "base", Source: dense}); err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		before := s.volumeState(ctx, t, pool, "base.raw")
+		_, err := run(ImportOptions{VMImage: "base", Source: sparse})
+		sparseSum, _ := checksum.File(sparse, "sha256")
+		want := "volume base.raw in pool " + pool.Name + " was imported with " + denseSum.String() +
+			" (its marker base.raw.sha256 says so); an imported base image is never replaced, since the overlays of machines " +
+			"built on it back onto it: import " + sparseSum.String() + " under another --volume-name"
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
+		}
+		if after := s.volumeState(ctx, t, pool, "base.raw"); after != before {
+			t.Errorf("the refused import changed the base: %s, then %s", before, after)
+		}
+		// Under a name of its own the new artifact is imported beside the old one.
+		if out, err := run(ImportOptions{VMImage: "base", Source: sparse, VolumeName: "base-2.raw"}); err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		s.assertImported(ctx, t, pool, "base-2.raw", sparse)
+		s.assertImported(ctx, t, pool, "base.raw", dense)
+	})
+
+	t.Run("another artifact's interrupted import is refused, untouched", func(t *testing.T) {
+		other := checksumDigest(t, "sha256:"+strings.Repeat("ab", 32))
+		s.writeVolume(ctx, t, pool, "busy.raw.sha256", markerContent(importing, other))
+		s.writeVolume(ctx, t, pool, "busy.raw", []byte("someone else's upload"))
+		before := s.volumeState(ctx, t, pool, "busy.raw")
+		_, err := run(ImportOptions{VMImage: "busy", Source: dense})
+		if err == nil || !strings.HasPrefix(err.Error(), "volume busy.raw in pool "+pool.Name+" is being imported with "+other.String()) {
+			t.Fatalf("error = %v", err)
+		}
+		if after := s.volumeState(ctx, t, pool, "busy.raw"); after != before {
+			t.Errorf("the refused import changed the volume: %s, then %s", before, after)
+		}
+	})
+
+	t.Run("a stranger's volume at the computed name is refused and untouched", func(t *testing.T) {
+		// The name an import Job would be given for this artifact.
+		name := ArtifactVolumeName("stranger", denseSum.Hex, false)
+		s.writeVolume(ctx, t, pool, name, []byte("not banlieue's"))
+		before := s.volumeState(ctx, t, pool, name)
+		_, err := run(ImportOptions{VMImage: "stranger", Source: dense, VolumeName: name, Checksum: denseSum.String()})
+		want := "volume " + name + " in pool " + pool.Name + " was not created by a banlieue import (there is no marker volume " +
+			name + ".sha256); it is left untouched: remove it by hand if nothing uses it, or import under another --volume-name"
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v\nwant    %s", err, want)
+		}
+		if after := s.volumeState(ctx, t, pool, name); after != before {
+			t.Errorf("the refused import changed the volume: %s, then %s", before, after)
+		}
+		if _, ok := s.volumes(ctx, t, pool)[name+".sha256"]; ok {
+			t.Error("the refused import left a marker")
+		}
+
+		// A file put into the pool behind libvirt's back is not listed, yet not overwritten.
+		hidden := ArtifactVolumeName("hidden", denseSum.Hex, false)
+		path := filepath.Join(s.lab.Dir, "pools", pool.Name, hidden)
+		if err := os.WriteFile(path, []byte("copied in by hand"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := run(ImportOptions{VMImage: "leftover", Source: dense}); err != nil || strings.Contains(out, "nothing to do") {
-			t.Fatalf("import over a stale marker: %v\n%s", err, out)
+		_, err = run(ImportOptions{VMImage: "hidden", Source: dense, VolumeName: hidden})
+		if err == nil || !strings.HasPrefix(err.Error(), "creating volume "+hidden+" in pool "+pool.Name+": ") {
+			t.Fatalf("error = %v", err)
 		}
-		s.assertImported(ctx, t, pool, "leftover.raw", dense)
+		if got, _ := os.ReadFile(path); string(got) != "copied in by hand" {
+			t.Errorf("the file was overwritten: %q", got)
+		}
+		if _, err := os.Stat(path + ".sha256"); !os.IsNotExist(err) {
+			t.Errorf("the failed import left its marker: %v", err)
+		}
+
+		// A volume named like a marker that holds anything but banlieue's format.
+		s.writeVolume(ctx, t, pool, "sums.raw.sha256", []byte(denseSum.Hex+"  sums.raw\n"))
+		_, err = run(ImportOptions{VMImage: "sums", Source: dense})
+		if err == nil || !strings.HasPrefix(err.Error(), "volume sums.raw.sha256 in pool "+pool.Name+" is not a banlieue import marker") {
+			t.Fatalf("error = %v", err)
+		}
+		if _, ok := s.volumes(ctx, t, pool)["sums.raw"]; ok {
+			t.Error("an import went ahead under a marker that is not banlieue's")
+		}
 	})
 
 	t.Run("wrong checksum fails before touching the host", func(t *testing.T) {
@@ -184,8 +296,8 @@ func TestImportKilledMidStream(t *testing.T) {
 	}
 	<-exited
 	vols := s.volumes(ctx, t, pool)
-	if _, ok := vols["big.raw.sha256"]; ok {
-		t.Fatalf("a marker exists after the kill; the test killed too late:\n%s", out.String())
+	if state, _, ok := s.marker(ctx, t, vols["big.raw.sha256"]); !ok || state != importing {
+		t.Fatalf("after the kill the marker must record an import in progress; the test killed too late:\n%s", out.String())
 	}
 	if _, ok := vols["big.raw"]; !ok {
 		t.Fatal("the partial volume vanished; the test proves nothing")
@@ -197,6 +309,9 @@ func TestImportKilledMidStream(t *testing.T) {
 		t.Fatalf("re-run: %v\n%s", err, combined)
 	}
 	t.Logf("re-run output:\n%s", combined)
+	if !strings.Contains(string(combined), "deleted big.raw: no completion marker for sha256:") {
+		t.Error("the re-run did not say it deleted the partial volume")
+	}
 	s.assertImported(ctx, t, pool, "big.raw", src)
 }
 
@@ -216,18 +331,71 @@ func (s *labSuite) assertImported(ctx context.Context, t *testing.T, pool libvir
 	if !ok {
 		t.Fatalf("marker volume %s.sha256 missing", volume)
 	}
-	var buf bytes.Buffer
-	if _, err := s.host.StorageVolDownload(ctx, marker, &buf, nil); err != nil {
-		t.Fatal(err)
-	}
 	sum, err := checksum.File(src, "sha256")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.TrimSpace(buf.String()) != sum.String() && !strings.HasPrefix(strings.TrimSpace(buf.String()), "sha512:") {
-		t.Errorf("marker holds %q, want %s", buf.String(), sum)
+	if state, d, ok := s.marker(ctx, t, marker); !ok || state != complete || d != sum {
+		t.Errorf("marker of %s: state %v digest %v (ok %v), want complete %s", volume, state, d, ok, sum)
 	}
 	return vol
+}
+
+// marker reads and parses a marker volume.
+func (s *labSuite) marker(ctx context.Context, t *testing.T, v libvirt.StorageVol) (markerState, checksum.Digest, bool) {
+	t.Helper()
+	if v.Name == "" {
+		return 0, checksum.Digest{}, false
+	}
+	var buf bytes.Buffer
+	if _, err := s.host.StorageVolDownload(ctx, v, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	return parseMarker(buf.String())
+}
+
+// writeVolume creates a raw volume holding content, as another tool (or an earlier run) would.
+func (s *labSuite) writeVolume(ctx context.Context, t *testing.T, pool libvirt.StoragePool, name string, content []byte) {
+	t.Helper()
+	v, err := s.host.StorageVolCreateXML(ctx, pool, volumeXML(name, int64(len(content))), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.host.StorageVolUpload(ctx, v, bytes.NewReader(content), int64(len(content)), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteVolume replaces a volume with one holding content.
+func (s *labSuite) rewriteVolume(ctx context.Context, t *testing.T, pool libvirt.StoragePool, name string, content []byte) {
+	t.Helper()
+	s.deleteVolume(ctx, t, pool, name)
+	s.writeVolume(ctx, t, pool, name, content)
+}
+
+func (s *labSuite) deleteVolume(ctx context.Context, t *testing.T, pool libvirt.StoragePool, name string) {
+	t.Helper()
+	v, ok := s.volumes(ctx, t, pool)[name]
+	if !ok {
+		t.Fatalf("volume %s not in pool %s", name, pool.Name)
+	}
+	if err := s.host.StorageVolDelete(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// volumeState is a volume's content hash and modification time, read through its path.
+func (s *labSuite) volumeState(ctx context.Context, t *testing.T, pool libvirt.StoragePool, name string) string {
+	t.Helper()
+	v, ok := s.volumes(ctx, t, pool)[name]
+	if !ok {
+		t.Fatalf("volume %s not in pool %s", name, pool.Name)
+	}
+	fi, err := os.Stat(v.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileSHA256(t, v.Key) + " " + fi.ModTime().String()
 }
 
 // writeFile makes a file of size bytes whose only data are n-byte random blocks at offsets;
@@ -273,18 +441,4 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// writeMarkerReplacing overwrites the marker with t's (deliberately different) digest.
-func (tg *target) writeMarkerReplacing(ctx context.Context) error {
-	found, err := tg.lookup(ctx)
-	if err != nil {
-		return err
-	}
-	if v, ok := found[tg.marker]; ok {
-		if err := tg.delete(ctx, v); err != nil {
-			return err
-		}
-	}
-	return tg.writeMarker(ctx)
 }

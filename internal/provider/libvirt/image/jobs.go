@@ -2,7 +2,6 @@ package image
 
 import (
 	"path"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +9,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/naming"
 )
 
 // Labels and annotations of an import Job.
@@ -23,9 +21,13 @@ const (
 	// AnnotationArtifactChecksum records which artifact a Job imports, so a rebuilt artifact
 	// can be told from the one a finished Job already imported.
 	AnnotationArtifactChecksum = "banlieue.io/artifact-checksum"
-	// AnnotationProvider names the Provider (namespace/name) a Job imports for: Job names carry
-	// only the Provider's name, so two namespaces' Providers of one name would share a Job name.
+	// AnnotationProvider names the Provider (namespace/name) a Job imports for, for people
+	// reading the Job: its name and labels may carry a hash instead.
 	AnnotationProvider = "banlieue.io/provider"
+	// AnnotationImportIdentity is importIdentity of the VMImage, Provider, pool and checksum the
+	// Job was created for: with the VMImage's UID in its controller reference, the proof that a
+	// Job of the expected name is banlieue's own.
+	AnnotationImportIdentity = "banlieue.io/import-identity"
 
 	appName         = "banlieue"
 	importComponent = "libvirt-import"
@@ -37,25 +39,13 @@ const (
 	finishedTTL = 86400
 )
 
-// ImportJobName is `import-<image>-<provider>-<pool>`, lower-cased with every character that is
-// not a letter or digit replaced by '-', then capped at 63 with a hash (SPEC §6), so a long
-// image name cannot make two pools share a Job.
-func ImportJobName(image, provider, pool string) string {
-	raw := strings.ToLower("import-" + image + "-" + provider + "-" + pool)
-	sanitized := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, raw)
-	return naming.Capped(sanitized)
-}
-
 // importJobSpec is everything an import Job is made of.
 type importJobSpec struct {
-	Image          *banlieuev1.VMImage
-	Provider       *banlieuev1.Provider
-	Pool           string
+	Image    *banlieuev1.VMImage
+	Provider *banlieuev1.Provider
+	Pool     string
+	// Volume is the volume the Job writes (ArtifactVolumeName).
+	Volume         string
 	Namespace      string
 	ContainerImage string
 	ServiceAccount string
@@ -68,8 +58,8 @@ func importJob(s importJobSpec) *batchv1.Job {
 	labels := map[string]string{
 		LabelName:      appName,
 		LabelComponent: importComponent,
-		LabelVMImage:   s.Image.Name,
-		LabelPool:      s.Pool,
+		LabelVMImage:   labelValue(s.Image.Name),
+		LabelPool:      labelValue(s.Pool),
 	}
 	args := []string{"provider", "libvirt", "import",
 		"--vmimage", s.Image.Name,
@@ -77,19 +67,19 @@ func importJob(s importJobSpec) *batchv1.Job {
 		"--provider-namespace", s.Provider.Namespace,
 		"--pool", s.Pool,
 		"--source", artifactPath(artifact.File),
-	}
-	if artifact.Checksum != "" {
-		args = append(args, "--checksum", artifact.Checksum)
+		"--volume-name", s.Volume,
+		"--checksum", artifact.Checksum,
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ImportJobName(s.Image.Name, s.Provider.Name, s.Pool),
+			Name:      ImportJobName(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool),
 			Namespace: s.Namespace,
 			Labels:    labels,
 			Annotations: map[string]string{
 				AnnotationArtifactChecksum: artifact.Checksum,
 				AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
+				AnnotationImportIdentity:   importIdentity(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool, artifact.Checksum),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: banlieuev1.GroupVersion.String(),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,15 +90,23 @@ func (s *labSuite) createProvider(ctx context.Context, t *testing.T, name string
 // volumes are removed when the test ends.
 func (s *labSuite) createPool(ctx context.Context, t *testing.T, prefix string) libvirt.StoragePool {
 	t.Helper()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	name := prefix + "-" + hex.EncodeToString(b)
+	return s.createPoolNamed(ctx, t, prefix+"-"+randomHex(3))
+}
+
+// createPoolNamed is createPool with the exact name.
+func (s *labSuite) createPoolNamed(ctx context.Context, t *testing.T, name string) libvirt.StoragePool {
+	t.Helper()
 	dir := filepath.Join(s.lab.Dir, "pools", name)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := s.host.StoragePoolCreateXML(ctx,
-		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, dir), 0)
+	var def strings.Builder
+	def.WriteString("<pool type='dir'><name>")
+	_ = xml.EscapeText(&def, []byte(name))
+	def.WriteString("</name><target><path>")
+	_ = xml.EscapeText(&def, []byte(dir))
+	def.WriteString("</path></target></pool>")
+	pool, err := s.host.StoragePoolCreateXML(ctx, def.String(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,4 +142,10 @@ func (s *labSuite) volumes(ctx context.Context, t *testing.T, pool libvirt.Stora
 		out[v.Name] = v
 	}
 	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -181,7 +182,7 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 			}
 			zones = append(zones, zone)
 		}
-		return urlRow(p, ArtifactVolumeName(img.Name, artifact.Kind == banlieuev1.ArtifactISO), zones), nil
+		return urlRow(p, artifactVolume(img), zones), nil
 	default:
 		return notReadyRow(p, ReasonUnsupportedSourceKind,
 			fmt.Sprintf("source kind %s is not supported by the libvirt provider; use BackingFile or Url", src.Kind)), nil
@@ -223,38 +224,68 @@ func volumeZone(ctx context.Context, host *libvirt.Client, poolName, volume stri
 }
 
 // importZone adopts the pool's import Job or creates it. An existing Job is never updated: a
-// running multi-gigabyte transfer must not be restarted by a re-reconcile. Only a Job for an
-// older artifact is replaced, by deleting it; its deletion event brings the next pass, which
-// creates the new one.
+// running multi-gigabyte transfer must not be restarted by a re-reconcile. A Job of the
+// expected name is adopted only when it proves to be this import's (jobOwnership); one of
+// banlieue's for an older artifact is replaced, by deleting it (its deletion event brings the
+// next pass, which creates the new one); any other is reported and left alone.
 func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) (banlieuev1.ImageZoneStatus, error) {
 	want := importJob(importJobSpec{
-		Image: img, Provider: p, Pool: pool, Namespace: r.BuildNamespace,
+		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
 		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
 	})
 	var job batchv1.Job
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &job)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := ssa.Apply(ctx, r.Client, want, providerlibvirt.FieldManager); err != nil {
-			return notReadyZone(pool, ReasonImportFailed, err.Error()), nil
+		// Create, not apply: an apply would take over a Job of this name created since the Get.
+		if err := r.Client.Create(ctx, want, client.FieldOwner(providerlibvirt.FieldManager)); err != nil {
+			return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf("creating import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 		}
 		return notReadyZone(pool, ReasonImporting, "import Job created"), nil
 	case err != nil:
-		return notReadyZone(pool, ReasonImportFailed, err.Error()), nil
+		return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 	}
-	if owner := job.Annotations[AnnotationProvider]; owner != want.Annotations[AnnotationProvider] {
-		return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf(
-			"import Job %s/%s belongs to Provider %s; Job names carry only the Provider's name", job.Namespace, job.Name, owner)), nil
-	}
-	if !job.DeletionTimestamp.IsZero() {
+	stale, conflict := jobOwnership(img, p, pool, &job)
+	switch {
+	case conflict != "":
+		return notReadyZone(pool, ReasonImportFailed, conflict), nil
+	case !job.DeletionTimestamp.IsZero():
 		return notReadyZone(pool, ReasonImporting, "waiting for the stale import Job to go away"), nil
-	}
-	if job.Annotations[AnnotationArtifactChecksum] != want.Annotations[AnnotationArtifactChecksum] {
+	case stale:
 		if err := r.Client.Delete(ctx, &job, client.PropagationPolicy("Background"),
 			client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
-			return banlieuev1.ImageZoneStatus{}, err
+			return banlieuev1.ImageZoneStatus{}, fmt.Errorf("deleting import Job %s/%s of an older artifact: %w", job.Namespace, job.Name, err)
 		}
 		return notReadyZone(pool, ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
 	}
 	return jobZone(pool, &job), nil
+}
+
+// jobOwnership tells whether job, found at this import's Job name, is banlieue's. It is when its
+// controller is this VMImage, by UID, and its AnnotationImportIdentity is the import's identity:
+// for the current artifact (adopt), or for the checksum the Job records (stale: an import of an
+// older artifact of this same VMImage, Provider and pool). Anything else yields the conflict
+// message for the zone: banlieue neither adopts nor deletes a Job it cannot prove it created.
+func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, job *batchv1.Job) (stale bool, conflict string) {
+	refuse := func(why string) (bool, string) {
+		return false, fmt.Sprintf("import Job %s/%s was not created by banlieue for VMImage %s, Provider %s/%s and pool %q: %s; "+
+			"it is left alone (delete it and banlieue creates its own)", job.Namespace, job.Name, img.Name, p.Namespace, p.Name, pool, why)
+	}
+	owner := metav1.GetControllerOf(job)
+	switch {
+	case owner == nil:
+		return refuse("it has no controller reference")
+	case owner.APIVersion != banlieuev1.GroupVersion.String() || owner.Kind != "VMImage" || owner.Name != img.Name:
+		return refuse(fmt.Sprintf("its controller is %s %s", owner.Kind, owner.Name))
+	case owner.UID != img.UID:
+		return refuse(fmt.Sprintf("its controller is an earlier VMImage %s (uid %s, this one is %s)", owner.Name, owner.UID, img.UID))
+	}
+	recorded := job.Annotations[AnnotationArtifactChecksum]
+	switch job.Annotations[AnnotationImportIdentity] {
+	case importIdentity(img.Name, p.Namespace, p.Name, pool, img.Status.BuildArtifact.Checksum):
+		return false, ""
+	case importIdentity(img.Name, p.Namespace, p.Name, pool, recorded):
+		return true, ""
+	}
+	return refuse("its " + AnnotationImportIdentity + " annotation is not this import's")
 }

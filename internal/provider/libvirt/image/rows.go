@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 )
 
 // Reasons of a perProvider row and its zones (SPEC §5).
@@ -66,8 +67,27 @@ func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banl
 	case artifact.PVCRef == nil || artifact.File == "":
 		// Ready without a location is an imagebuilder bug; waiting is all the provider can do.
 		return notReadyRow(p, ReasonBuildPending, "build artifact is Ready but names no PVC or file"), true
+	case artifactSHA256(artifact) == "":
+		// Also an imagebuilder bug: it publishes sha256, and the volume is named by it.
+		return notReadyRow(p, ReasonBuildPending, fmt.Sprintf(
+			"build artifact is Ready but its checksum %q is not sha256:<hex>, which names its volume", artifact.Checksum)), true
 	}
 	return banlieuev1.ProviderImageStatus{}, false
+}
+
+// artifactSHA256 is the hex of the artifact's sha256 checksum, or "" when it has none.
+func artifactSHA256(a *banlieuev1.BuildArtifact) string {
+	d, err := checksum.Parse(a.Checksum)
+	if err != nil || d.Alg != "sha256" {
+		return ""
+	}
+	return d.Hex
+}
+
+// artifactVolume is the volume a Ready artifact is imported into on every pool.
+func artifactVolume(img *banlieuev1.VMImage) string {
+	a := img.Status.BuildArtifact
+	return ArtifactVolumeName(img.Name, artifactSHA256(a), a.Kind == banlieuev1.ArtifactISO)
 }
 
 // urlRow folds the pools' zones into the Provider's row: ready when every zone is, the volume
@@ -113,11 +133,11 @@ func backingFileRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.Im
 }
 
 func notReadyRow(p *banlieuev1.Provider, reason, message string) banlieuev1.ProviderImageStatus {
-	return banlieuev1.ProviderImageStatus{ProviderName: p.Name, ProviderNamespace: p.Namespace, Reason: reason, Message: message}
+	return banlieuev1.ProviderImageStatus{ProviderName: p.Name, ProviderNamespace: p.Namespace, Reason: reason, Message: banlieuev1.ConditionMessage(message)}
 }
 
 func notReadyZone(pool, reason, message string) banlieuev1.ImageZoneStatus {
-	return banlieuev1.ImageZoneStatus{Name: pool, Reason: reason, Message: message}
+	return banlieuev1.ImageZoneStatus{Name: pool, Reason: reason, Message: banlieuev1.ConditionMessage(message)}
 }
 
 // sortRows orders rows by namespace, then name, so the applied list is stable.

@@ -2,6 +2,7 @@ package image
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -41,13 +42,18 @@ func TestBuildGate(t *testing.T) {
 		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildPending}, ReasonBuildPending},
 		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildBuilding}, ReasonBuildPending},
 		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildFailed, Message: "404"}, ReasonBuildFailed},
+		// The volume is named by the artifact's sha256: without one there is no name.
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}, ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"},
+			Checksum: "sha512:" + strings.Repeat("ab", 64)}, ReasonBuildPending},
 	} {
 		row, gated := buildGate(p, tc.artifact)
 		if !gated || row.Ready || row.Reason != tc.reason || row.ProviderName != "p" || row.ProviderNamespace != "ns" {
 			t.Errorf("%+v: row %+v gated %v", tc.artifact, row, gated)
 		}
 	}
-	ready := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}
+	ready := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"},
+		Checksum: "sha256:" + digestA}
 	if _, gated := buildGate(p, ready); gated {
 		t.Error("a Ready artifact must not be gated")
 	}
@@ -80,18 +86,6 @@ func TestURLRowAndJobZones(t *testing.T) {
 func TestRowHelpers(t *testing.T) {
 	if backingFileVolume("/var/lib/libvirt/images/golden.qcow2") != "golden.qcow2" {
 		t.Error("BackingFile volume is the ref's basename")
-	}
-	for _, tc := range []struct {
-		img  string
-		iso  bool
-		want string
-	}{{"ubuntu", false, "ubuntu.raw"}, {"ubuntu.raw", false, "ubuntu.raw"}, {"win", true, "win.iso"}} {
-		if got := ArtifactVolumeName(tc.img, tc.iso); got != tc.want {
-			t.Errorf("ArtifactVolumeName(%q, %v) = %q", tc.img, tc.iso, got)
-		}
-	}
-	if v := (ImportOptions{VMImage: "win", Source: "/artifacts/win.ISO"}).volumeName(); v != "win.iso" {
-		t.Errorf("ISO source volume = %q", v)
 	}
 	rows := []banlieuev1.ProviderImageStatus{{ProviderNamespace: "b", ProviderName: "a"}, {ProviderNamespace: "a", ProviderName: "z"}, {ProviderNamespace: "a", ProviderName: "b"}}
 	sortRows(rows)

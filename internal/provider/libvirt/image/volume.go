@@ -3,9 +3,11 @@ package image
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -17,17 +19,66 @@ import (
 // anything longer is not a marker and must not be buffered.
 const maxMarker = 1024
 
-// markerName is the completion marker of volume (SPEC §6 "Imports never adopt a partial
-// volume"). It is a volume of its own so that it lives and dies with the pool, needs no host
-// file access, and is visible to an operator running virsh vol-list.
+// markerName is the marker of volume (SPEC §6 "Imports never adopt a partial volume"). It is a
+// volume of its own so that it lives and dies with the pool, needs no host file access, and is
+// visible to an operator running virsh vol-list. It is the proof that banlieue created the
+// volume, and records which artifact it holds and whether its upload finished.
 func markerName(volume string) string { return volume + ".sha256" }
 
-// target is one volume of one pool on a connected host and the artifact it must hold.
+// markerState is what a marker records about its volume's upload.
+type markerState int
+
+const (
+	// importing is written before the volume is created: whatever the volume holds is partial.
+	importing markerState = iota
+	// complete is written once the upload finished.
+	complete
+)
+
+// importingPrefix starts an in-progress marker's line. A complete marker's line is the digest
+// alone, the format markers had before in-progress markers existed, which thus still read as
+// complete.
+const importingPrefix = "importing "
+
+// markerSize is the size of every marker written: an in-progress sha256 line and its newline.
+// The complete line is padded with spaces to the same size, so the marker is rewritten in place
+// and is never, not even for an instant, absent while its volume exists.
+const markerSize = len(importingPrefix) + len("sha256:") + 2*sha256.Size + 1
+
+func markerContent(state markerState, d checksum.Digest) []byte {
+	line := d.String()
+	if state == importing {
+		line = importingPrefix + line
+	}
+	return fmt.Appendf(nil, "%-*s\n", markerSize-1, line)
+}
+
+// parseMarker reads a marker's content. ok is false for anything banlieue does not write.
+func parseMarker(content string) (state markerState, d checksum.Digest, ok bool) {
+	line := strings.TrimSpace(content)
+	state = complete
+	if rest, found := strings.CutPrefix(line, importingPrefix); found {
+		state, line = importing, rest
+	}
+	d, err := checksum.Parse(line)
+	if err != nil || d.String() != line {
+		return 0, checksum.Digest{}, false
+	}
+	return state, d, true
+}
+
+// target is one volume of one pool on a connected host and the artifact it must hold: digest
+// is its sha256, given the --checksum it was verified against, if any.
 type target struct {
 	host           *libvirt.Client
 	pool           libvirt.StoragePool
 	volume, marker string
-	digest         checksum.Digest
+	digest, given  checksum.Digest
+}
+
+// holds reports whether a marker's digest is this artifact's.
+func (t *target) holds(d checksum.Digest) bool {
+	return d == t.digest || !t.given.IsZero() && d == t.given
 }
 
 // volumeXML is a raw volume of exactly capacity bytes with nothing allocated: the sparse upload
@@ -41,7 +92,10 @@ func volumeXML(name string, capacity int64) string {
 	return b.String()
 }
 
-// lookup returns the volumes of the pool among names, by name.
+// lookup returns the volumes of the pool among the volume and its marker, by name. A file put
+// into a dir pool behind libvirt's back is not listed until a refresh, which libvirtd refuses
+// while any upload into the pool runs; creating a volume over such a file fails instead, as
+// libvirt creates volume files exclusively.
 func (t *target) lookup(ctx context.Context) (map[string]libvirt.StorageVol, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -58,49 +112,83 @@ func (t *target) lookup(ctx context.Context) (map[string]libvirt.StorageVol, err
 	return found, nil
 }
 
-// complete reports whether the volume exists and its marker proves it holds this artifact.
-func (t *target) complete(ctx context.Context) (bool, error) {
+// prepare decides, from the volume and its marker, what the import may do, and leaves the pool
+// ready for the upload: no volume, and a marker recording this artifact as importing, which it
+// returns. done reports that the volume already holds the artifact. It deletes a volume only
+// when its marker records an interrupted import of this very artifact; anything else it cannot
+// prove it created, and any complete volume of another artifact, is refused and left untouched.
+func (t *target) prepare(ctx context.Context, out io.Writer) (marker libvirt.StorageVol, done bool, err error) {
 	found, err := t.lookup(ctx)
 	if err != nil {
-		return false, err
+		return marker, false, err
 	}
-	_, hasVol := found[t.volume]
+	vol, hasVol := found[t.volume]
 	marker, hasMarker := found[t.marker]
-	if !hasVol || !hasMarker {
-		return false, nil
+	if !hasMarker {
+		if hasVol {
+			return marker, false, fmt.Errorf("volume %s in pool %s was not created by a banlieue import (there is no marker volume %s); "+
+				"it is left untouched: remove it by hand if nothing uses it, or import under another --volume-name", t.volume, t.pool.Name, t.marker)
+		}
+		marker, err = t.createMarker(ctx)
+		return marker, false, err
 	}
+	state, recorded, err := t.readMarker(ctx, marker)
+	if err != nil {
+		return marker, false, err
+	}
+	switch {
+	case state == complete && t.holds(recorded) && hasVol:
+		return marker, true, nil
+	case state == complete && t.holds(recorded):
+		// Deleted by hand, its marker left behind: the same bytes again are the base any
+		// overlay built on it expects.
+		fmt.Fprintf(out, "volume %s is gone but its marker %s records %s; importing it again\n", t.volume, t.marker, recorded)
+		if err := t.delete(ctx, marker); err != nil {
+			return marker, false, fmt.Errorf("deleting marker volume %s of the missing volume %s from pool %s: %w", t.marker, t.volume, t.pool.Name, err)
+		}
+		marker, err = t.createMarker(ctx)
+		return marker, false, err
+	case state == complete:
+		gone := ""
+		if !hasVol {
+			gone = fmt.Sprintf(" (the volume itself is gone: if nothing was built on it, delete %s by hand)", t.marker)
+		}
+		return marker, false, fmt.Errorf("volume %s in pool %s was imported with %s (its marker %s says so)%s; an imported base image is "+
+			"never replaced, since the overlays of machines built on it back onto it: import %s under another --volume-name",
+			t.volume, t.pool.Name, recorded, t.marker, gone, t.digest)
+	case recorded != t.digest:
+		return marker, false, fmt.Errorf("volume %s in pool %s is being imported with %s (its marker %s says so): another import runs, "+
+			"or one was interrupted; it is left untouched: if no import runs, delete %s and %s by hand", t.volume, t.pool.Name,
+			recorded, t.marker, t.volume, t.marker)
+	}
+	// An import of this artifact was interrupted: what it left of the volume is partial, and
+	// no machine can have been built on it, as nothing names a volume before it is complete.
+	if hasVol {
+		if err := t.delete(ctx, vol); err != nil {
+			return marker, false, fmt.Errorf("deleting partial volume %s from pool %s: %w", t.volume, t.pool.Name, err)
+		}
+		fmt.Fprintf(out, "deleted %s: no completion marker for %s (left by an interrupted import)\n", t.volume, t.digest)
+	}
+	return marker, false, nil
+}
+
+// readMarker reads and parses a marker volume. Content banlieue does not write means the
+// volume is not a marker, so the import cannot prove it owns the name.
+func (t *target) readMarker(ctx context.Context, marker libvirt.StorageVol) (markerState, checksum.Digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var buf limitedBuffer
-	if _, err := t.host.StorageVolDownload(ctx, marker, &buf, nil); err != nil {
-		if errors.Is(err, errMarkerTooLong) {
-			return false, nil
-		}
-		return false, fmt.Errorf("reading marker volume %s: %w", t.marker, err)
+	_, err := t.host.StorageVolDownload(ctx, marker, &buf, nil)
+	if err != nil && !errors.Is(err, errMarkerTooLong) {
+		return 0, checksum.Digest{}, fmt.Errorf("reading marker volume %s of pool %s: %w", t.marker, t.pool.Name, err)
 	}
-	return strings.TrimSpace(buf.String()) == t.digest.String(), nil
-}
-
-// clear deletes the marker, then the volume, and returns the names it deleted. The marker goes
-// first so that a crash in between leaves a volume without a marker, which the next run again
-// treats as partial.
-func (t *target) clear(ctx context.Context) ([]string, error) {
-	found, err := t.lookup(ctx)
-	if err != nil {
-		return nil, err
+	state, d, ok := parseMarker(buf.String())
+	if err != nil || !ok {
+		return 0, checksum.Digest{}, fmt.Errorf("volume %s in pool %s is not a banlieue import marker (it does not hold a digest), "+
+			"so banlieue cannot tell who created %s; both are left untouched: remove them by hand if nothing uses them, "+
+			"or import under another --volume-name", t.marker, t.pool.Name, t.volume)
 	}
-	var deleted []string
-	for _, name := range []string{t.marker, t.volume} {
-		v, ok := found[name]
-		if !ok {
-			continue
-		}
-		if err := t.delete(ctx, v); err != nil {
-			return deleted, fmt.Errorf("deleting leftover volume %s from pool %s: %w", name, t.pool.Name, err)
-		}
-		deleted = append(deleted, name)
-	}
-	return deleted, nil
+	return state, d, nil
 }
 
 func (t *target) delete(ctx context.Context, v libvirt.StorageVol) error {
@@ -110,6 +198,16 @@ func (t *target) delete(ctx context.Context, v libvirt.StorageVol) error {
 		return err
 	}
 	return nil
+}
+
+// cleanup deletes vols, best effort, even when ctx is done: the import is failing already, and
+// whatever the host does not delete now the marker lets the next run handle.
+func (t *target) cleanup(ctx context.Context, vols ...libvirt.StorageVol) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancel()
+	for _, v := range vols {
+		_ = t.delete(ctx, v)
+	}
 }
 
 func (t *target) create(ctx context.Context, name string, capacity int64) (libvirt.StorageVol, error) {
@@ -122,34 +220,43 @@ func (t *target) create(ctx context.Context, name string, capacity int64) (libvi
 	return v, nil
 }
 
-// upload creates the volume and streams src into it, holes as holes. On failure the partial
-// volume is removed when the host still answers; when it does not, the missing marker makes
-// the next run remove it.
-func (t *target) upload(ctx context.Context, src *os.File, size int64, progress libvirt.Progress) error {
-	v, err := t.create(ctx, t.volume, size)
+// createMarker creates the marker recording this artifact as importing, before the volume
+// exists: from then on every state a crash can leave is one the next run recognises as its own.
+func (t *target) createMarker(ctx context.Context) (libvirt.StorageVol, error) {
+	v, err := t.create(ctx, t.marker, int64(markerSize))
 	if err != nil {
-		return err
+		return v, err
 	}
-	if err := t.host.StorageVolUploadSparse(ctx, v, src, progress); err != nil {
-		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-		defer cancel()
-		_ = t.delete(cleanup, v)
-		return fmt.Errorf("uploading into volume %s of pool %s: %w", t.volume, t.pool.Name, err)
+	if err := t.writeMarker(ctx, v, importing); err != nil {
+		t.cleanup(ctx, v)
+		return v, err
+	}
+	return v, nil
+}
+
+// writeMarker (re)writes the marker's content in place.
+func (t *target) writeMarker(ctx context.Context, marker libvirt.StorageVol, state markerState) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	content := markerContent(state, t.digest)
+	if err := t.host.StorageVolUpload(ctx, marker, bytes.NewReader(content), int64(len(content)), nil); err != nil {
+		return fmt.Errorf("writing marker volume %s of pool %s: %w", t.marker, t.pool.Name, err)
 	}
 	return nil
 }
 
-// writeMarker records, after a successful upload only, which artifact the volume holds.
-func (t *target) writeMarker(ctx context.Context) error {
-	content := []byte(t.digest.String() + "\n")
-	v, err := t.create(ctx, t.marker, int64(len(content)))
+// upload creates the volume and streams src into it, holes as holes. On failure the partial
+// volume and then its marker are removed when the host still answers; when it does not, the
+// marker, still recording an import of this artifact, lets the next run remove the volume.
+func (t *target) upload(ctx context.Context, marker libvirt.StorageVol, src *os.File, size int64, progress libvirt.Progress) error {
+	v, err := t.create(ctx, t.volume, size)
 	if err != nil {
+		t.cleanup(ctx, marker)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if err := t.host.StorageVolUpload(ctx, v, bytes.NewReader(content), int64(len(content)), nil); err != nil {
-		return fmt.Errorf("writing marker volume %s: %w", t.marker, err)
+	if err := t.host.StorageVolUploadSparse(ctx, v, src, progress); err != nil {
+		t.cleanup(ctx, v, marker)
+		return fmt.Errorf("uploading into volume %s of pool %s: %w", t.volume, t.pool.Name, err)
 	}
 	return nil
 }
