@@ -72,6 +72,10 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("f deletion waits for the LibvirtMachine; h provider-in-use", func(t *testing.T) { t.Parallel(); s.testDeletion(ctx, t) })
 		t.Run("g userData Secret missing, then key missing", func(t *testing.T) { t.Parallel(); s.testUserDataErrors(ctx, t) })
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
+		t.Run("j a 1 MiB image-row message reaches the VM's conditions, bounded", func(t *testing.T) {
+			t.Parallel()
+			s.testHugeConditionMessage(ctx, t)
+		})
 	})
 }
 
