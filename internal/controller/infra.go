@@ -25,6 +25,10 @@ type buildInput struct {
 	Decision decision
 	// UserData is already rendered.
 	UserData string
+	// Existing is the machine as it is now, nil before it exists. What a machine was built
+	// from stays as it was: a rebuilt image is a new volume for new machines, while an existing
+	// machine's disks back onto the one it was created with.
+	Existing client.Object
 }
 
 // infraView is what the mirror reads of any backend's machine (SPEC §3.6), so mirroring does

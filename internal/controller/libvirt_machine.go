@@ -38,6 +38,12 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	if installMode(in.Image) != banlieuev1.InstallImmediate {
 		bootKind = infrav1.BootInstallMedia
 	}
+	// A rebuilt image is imported as a new volume and the row moves to it; an existing machine
+	// keeps the volume it was created from. Its overlay backs onto that base, and an installer
+	// still attached must not change under a running install.
+	if m, ok := in.Existing.(*infrav1.LibvirtMachine); ok && m.Spec.BootSource.Volume != "" {
+		volume, bootKind = m.Spec.BootSource.Volume, m.Spec.BootSource.Kind
+	}
 	firmware := class.Spec.Firmware
 	if firmware == "" {
 		firmware = banlieuev1.FirmwareEFI

@@ -80,6 +80,33 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 	}
 }
 
+// TestBuildLibvirtMachineKeepsItsBootVolume: the image was rebuilt (the row names a new,
+// content-named volume) while the machine exists; the machine keeps the base it was made from.
+func TestBuildLibvirtMachineKeepsItsBootVolume(t *testing.T) {
+	in := guideInput(t, nil, nil, nil, nil)
+	first, err := buildLibvirtMachine(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Image.Status.PerProvider[0].ResolvedRef = "ubuntu-24-04-0123456789abcdef.raw"
+	in.Existing = first
+	again, err := buildLibvirtMachine(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Spec.BootSource != first.Spec.BootSource {
+		t.Errorf("existing machine's boot source changed: %+v → %+v", first.Spec.BootSource, again.Spec.BootSource)
+	}
+	in.Existing = nil
+	fresh, err := buildLibvirtMachine(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Spec.BootSource.Volume != "ubuntu-24-04-0123456789abcdef.raw" {
+		t.Errorf("a new machine must use the row's volume, got %s", fresh.Spec.BootSource.Volume)
+	}
+}
+
 func TestBuildLibvirtMachineFields(t *testing.T) {
 	subnet := func(p *banlieuev1.Provider) {
 		p.Spec.Capabilities.NetworkClasses[0].Subnet = &banlieuev1.NetworkSubnet{Gateway: "10.0.0.1", Nameservers: []string{"10.0.0.53"}, Domain: "edge.example"}

@@ -134,7 +134,11 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
 				n, nocloud.MaxPayloadSize), ReasonInfraBuildFailed, requeueError)
 	}
-	machine, err := kind.build(buildInput{VM: &vm, Class: &class, Image: &image, Decision: d, UserData: userData})
+	in := buildInput{VM: &vm, Class: &class, Image: &image, Decision: d, UserData: userData}
+	if exists {
+		in.Existing = existing
+	}
+	machine, err := kind.build(in)
 	if err != nil {
 		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
 	}
