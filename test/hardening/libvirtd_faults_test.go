@@ -40,8 +40,8 @@ const importSize = 1 << 30
 // TestFaultLibvirtdKilledDuringImport SIGKILLs the lab libvirtd while the real binary's
 // `provider libvirt import` streams a 1 GiB random artifact, then restarts it. The import must
 // exit non-zero promptly with an error naming the volume, the pool and the broken connection;
-// the partial volume it leaves must carry no completion marker; and the next import must replace
-// it and finish with the artifact's exact bytes and a marker holding its sha256.
+// the partial volume it leaves must carry only its in-progress marker; and the next import must
+// replace it and finish with the artifact's exact bytes and a marker holding its sha256.
 func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	ctx, s := startLabSuite(t)
 	t.Cleanup(func() { s.startLibvirtd(t) }) // whatever happens, leave the lab running
@@ -111,12 +111,16 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	}
 
 	// 2. After the restart the partial volume is still there (its own import could not delete it
-	// from a dead host), and nothing marks it complete.
+	// from a dead host), and its marker, written before the volume was created, still says the
+	// import of this artifact is in progress: the proof that the next import may replace it.
 	s.startLibvirtd(t)
 	vols := s.volumes(ctx, t)
 	t.Logf("pool after the restart: %v", vols)
-	if slices.Contains(vols, marker) {
-		t.Fatalf("completion marker %s exists for a volume cut off at %d of %d bytes", marker, written, importSize)
+	if !slices.Contains(vols, marker) {
+		t.Fatalf("marker %s is missing next to a volume cut off at %d of %d bytes", marker, written, importSize)
+	}
+	if got := strings.TrimSpace(s.readMarker(ctx, t, marker)); got != "importing "+digest {
+		t.Fatalf("marker %s of a volume cut off at %d of %d bytes holds %q, want %q", marker, written, importSize, got, "importing "+digest)
 	}
 	if !slices.Contains(vols, volume) {
 		t.Fatalf("partial volume %s not listed after the restart: %v", volume, vols)
@@ -139,8 +143,8 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	if got := fileSHA256(t, onHost); "sha256:"+got != digest {
 		t.Errorf("volume %s holds sha256:%s, want the artifact's %s", volume, got, digest)
 	}
-	if got := s.readMarker(ctx, t, marker); got != digest+"\n" {
-		t.Errorf("marker %s holds %q, want %q", marker, got, digest+"\n")
+	if got := strings.TrimSpace(s.readMarker(ctx, t, marker)); got != digest {
+		t.Errorf("marker %s holds %q, want %q", marker, got, digest)
 	}
 	if got, want := s.volumes(ctx, t), []string{volume, marker, bootVolume}; !slices.Equal(got, want) {
 		t.Errorf("pool holds %v, want %v", got, want)

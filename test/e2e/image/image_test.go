@@ -96,15 +96,17 @@ func TestImagePipeline(t *testing.T) {
 			return ok && r.Ready
 		})
 		r, _ := row(img, "lab")
-		if r.Reason != libvirtimage.ReasonReconciled || r.ResolvedRef != imageName+".raw" || len(r.Zones) != len(pools) {
-			t.Fatalf("row = %+v", r)
+		// Imports are named by content, so a rebuilt artifact never replaces a base in use.
+		volume := libvirtimage.ArtifactVolumeName(imageName, want, false)
+		if r.Reason != libvirtimage.ReasonReconciled || r.ResolvedRef != volume || len(r.Zones) != len(pools) {
+			t.Fatalf("row = %+v, want resolvedRef %s", r, volume)
 		}
 		for i, pool := range pools {
 			if z := r.Zones[i]; z.Name != pool || !z.Ready {
 				t.Errorf("zone %d = %+v, want pool %s ready", i, z, pool)
 			}
-			if got := s.volumeSHA256(ctx, t, pool, imageName+".raw"); got != want {
-				t.Errorf("volume %s/%s.raw: sha256 %s, want %s (qemu-img convert of the source)", pool, imageName, got, want)
+			if got := s.volumeSHA256(ctx, t, pool, volume); got != want {
+				t.Errorf("volume %s/%s: sha256 %s, want %s (qemu-img convert of the source)", pool, volume, got, want)
 			}
 		}
 		return img
@@ -199,13 +201,14 @@ func TestImagePipeline(t *testing.T) {
 				t.Errorf("build Jobs: %d, annotations %v", len(builds), j.Annotations)
 			}
 		}
-		if r, _ := row(img, "lab"); r.ResolvedRef != "installer.iso" {
-			t.Errorf("row = %+v", r)
-		}
 		want := fileSHA256(t, iso)
+		volume := libvirtimage.ArtifactVolumeName("installer", want, true)
+		if r, _ := row(img, "lab"); r.ResolvedRef != volume {
+			t.Errorf("row = %+v, want resolvedRef %s", r, volume)
+		}
 		for _, pool := range pools {
-			if got := s.volumeSHA256(ctx, t, pool, "installer.iso"); got != want {
-				t.Errorf("volume %s/installer.iso differs from the ISO", pool)
+			if got := s.volumeSHA256(ctx, t, pool, volume); got != want {
+				t.Errorf("volume %s/%s differs from the ISO", pool, volume)
 			}
 		}
 		t.Logf("ISO found by content, rebuilt and imported in %s", time.Since(start).Round(time.Millisecond))
