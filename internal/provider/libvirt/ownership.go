@@ -13,12 +13,9 @@ import (
 )
 
 // OwnerXMLNamespace is the XML namespace of the ownership record banlieue writes into every
-// domain it defines (docs/guides/libvirt-provider.md "Ownership"). libvirt keeps each
+// domain it defines (docs/guides/libvirt-provider.md, "Names on the host"). libvirt keeps each
 // <metadata> child keyed by its namespace, so no other tool's metadata is touched by ours.
 const OwnerXMLNamespace = "https://banlieue.io/xmlns/libvirt/owner/v1"
-
-// ownerPrefix is the namespace prefix libvirt stores the record under.
-const ownerPrefix = "banlieue"
 
 // maxMetadata bounds how much of a domain's <metadata> is parsed: a definition comes from the
 // host, where anyone with write access may have put anything.
