@@ -183,15 +183,17 @@ func (r *claimReconciler) bind(ctx context.Context, claim *banlieuev1.VirtualMac
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting pool %s: %w", claim.Spec.PoolRef.Name, err)
 	}
-	var vms banlieuev1.VirtualMachineList
-	if err := r.client.List(ctx, &vms, client.InNamespace(claim.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+	// The label only narrows the list: a VM that merely carries it is not the pool's to hand out.
+	var listed banlieuev1.VirtualMachineList
+	if err := r.client.List(ctx, &listed, client.InNamespace(claim.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing members of pool %s: %w", pool.Name, err)
 	}
-	members := make([]member, 0, len(vms.Items))
-	byName := make(map[string]*banlieuev1.VirtualMachine, len(vms.Items))
-	for i := range vms.Items {
-		members = append(members, projectMember(&vms.Items[i], pool.Spec.Readiness, now))
-		byName[vms.Items[i].Name] = &vms.Items[i]
+	vms := poolMembers(&pool, listed.Items)
+	members := make([]member, 0, len(vms))
+	byName := make(map[string]*banlieuev1.VirtualMachine, len(vms))
+	for i := range vms {
+		members = append(members, projectMember(&vms[i], pool.Spec.Readiness, now))
+		byName[vms[i].Name] = &vms[i]
 	}
 	name, ok := pickMember(members, pool.Status.ImageRevision)
 	if !ok {

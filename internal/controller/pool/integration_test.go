@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +69,7 @@ func TestPoolsAndClaimsAgainstAPIServer(t *testing.T) {
 		t.Run("20 claims race for 5 members", func(t *testing.T) { t.Parallel(); s.testRace(ctx, t) })
 		t.Run("claim lifecycle: TTL, delete, lost member", func(t *testing.T) { t.Parallel(); s.testClaimLifecycle(ctx, t) })
 		t.Run("a release deletes only the member the claim bound", func(t *testing.T) { t.Parallel(); s.testReleaseSparesBystanders(ctx, t) })
+		t.Run("a VM labelled by hand is no member of the pool", func(t *testing.T) { t.Parallel(); s.testPoolSparesBystanders(ctx, t) })
 		t.Run("examples 18 and 19", func(t *testing.T) { t.Parallel(); s.testExamples(ctx, t) })
 	})
 }
@@ -404,6 +406,98 @@ func (s *suite) testReleaseSparesBystanders(ctx context.Context, t *testing.T) {
 			t.Errorf("bystander %s: get %v, deletionTimestamp %v; it must be left alone", b.Name, err, vm.DeletionTimestamp)
 		}
 	}
+}
+
+// testPoolSparesBystanders: VMs that carry the pool's label without the pool (or a claim of its
+// member) as controlling owner are not the pool's to count, scale down or hand to a claim.
+func (s *suite) testPoolSparesBystanders(ctx context.Context, t *testing.T) {
+	ns := s.namespace(ctx, t, "handmade")
+	s.image(ctx, t, "img-handmade", "")
+	controller := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: banlieuev1.GroupVersion.String(), Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+	}
+	bystanders := []*banlieuev1.VirtualMachine{
+		bystander(ns, "by-hand", map[string]string{LabelPool: "web", LabelPoolImageRevision: "gen-1"}),
+		bystander(ns, "earlier-pool", map[string]string{LabelPool: "web"}),
+		bystander(ns, "forged-claim", map[string]string{LabelPool: "web", LabelClaim: "late"}),
+	}
+	bystanders[1].OwnerReferences = controller("VirtualMachinePool", "web", "uid-of-an-earlier-pool-web")
+	bystanders[2].OwnerReferences = controller("VirtualMachineClaim", "someone", "uid-of-claim-someone")
+	for _, vm := range bystanders {
+		s.create(ctx, t, vm)
+	}
+	// Ready, and one on the pool's revision: counted as members, they would be warm or stale ones.
+	s.readyAll(ctx, t, s.members(ctx, t, ns, "web"))
+	versions := map[string]string{}
+	for _, vm := range s.members(ctx, t, ns, "web") {
+		versions[vm.Name] = vm.ResourceVersion
+	}
+	spared := func(when string) {
+		for _, b := range bystanders {
+			var vm banlieuev1.VirtualMachine
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(b), &vm); err != nil || !vm.DeletionTimestamp.IsZero() ||
+				vm.ResourceVersion != versions[b.Name] {
+				t.Errorf("%s, bystander %s: get %v, deletionTimestamp %v, resourceVersion %s (was %s); it must be left alone",
+					when, b.Name, err, vm.DeletionTimestamp, vm.ResourceVersion, versions[b.Name])
+			}
+		}
+	}
+
+	s.create(ctx, t, poolOf(ns, "web", "img-handmade", 2, 5, 2))
+	s.fill(ctx, t, ns, "web", 2, 2)
+	pool := s.getPool(ctx, t, ns, "web")
+	if own := s.controlledBy(ctx, t, ns, pool.UID); len(own) != 2 || pool.Status.Replicas != 2 || pool.Status.Claimed != 0 {
+		t.Errorf("%d members of the pool's own, status %+v; want 2 and the bystanders not counted", len(own), pool.Status)
+	}
+
+	s.setWarm(ctx, t, ns, "web", 0)
+	s.eventually(t, "the pool's own members deleted", func() (bool, string) {
+		own := s.controlledBy(ctx, t, ns, pool.UID)
+		return len(own) == 0, fmt.Sprintf("%d members", len(own))
+	})
+	spared("after the scale-down")
+	s.waitPool(ctx, t, ns, "web", "nothing counted", func(p *banlieuev1.VirtualMachinePool) bool {
+		return p.Status.Replicas == 0 && p.Status.Available == 0 && p.Status.Claimed == 0
+	})
+	s.create(ctx, t, claimOf(ns, "late", "web", 3600))
+	s.waitClaim(ctx, t, ns, "late", "Pending, the Ready bystanders not taken", func(c *banlieuev1.VirtualMachineClaim) bool {
+		return c.Status.Phase == banlieuev1.ClaimPending && hasCondition(c.Status.Conditions, ConditionBound, metav1.ConditionFalse,
+			ReasonNoMemberAvailable, "no Ready, unclaimed member in pool web (pool: Warm: 0/0 warm member(s) available)")
+	})
+	spared("after a claim looked")
+
+	// Behind poolMembers and the planner, apply itself refuses to delete a VM it does not control.
+	r := &poolReconciler{client: s.c, apiReader: s.c}
+	var p plan
+	vms := make([]banlieuev1.VirtualMachine, 0, len(bystanders))
+	for _, b := range bystanders {
+		p.Deletes = append(p.Deletes, deletion{b.Name, reasonScaleDown})
+		var vm banlieuev1.VirtualMachine
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(b), &vm); err != nil {
+			t.Fatal(err)
+		}
+		vms = append(vms, vm)
+	}
+	if changed, err := r.apply(ctx, s.getPool(ctx, t, ns, "web"), vms, p, "gen-1"); changed || err != nil {
+		t.Errorf("apply of deletions of the bystanders: changed %v, error %v", changed, err)
+	}
+	spared("after apply was asked to delete them")
+}
+
+// controlledBy lists the VMs of ns whose controlling owner has uid.
+func (s *suite) controlledBy(ctx context.Context, t *testing.T, ns string, uid types.UID) []banlieuev1.VirtualMachine {
+	t.Helper()
+	var list banlieuev1.VirtualMachineList
+	if err := s.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []banlieuev1.VirtualMachine
+	for _, vm := range list.Items {
+		if owner := metav1.GetControllerOfNoCopy(&vm); owner != nil && owner.UID == uid {
+			out = append(out, vm)
+		}
+	}
+	return out
 }
 
 // bystander is a VM nobody's pool or claim created, carrying labels.

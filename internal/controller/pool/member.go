@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -21,6 +23,41 @@ const (
 
 func (p memberPhase) String() string {
 	return [...]string{"Provisioning", "Ready", "Claimed", "Deleting"}[p]
+}
+
+// poolMembers keeps the VMs of vms that are provably pool's members: those it controls, and
+// those a claim took from it. Labels alone prove nothing, since anyone may set them: a VM that
+// only carries the pool's label is not counted, deleted or offered to a claim.
+func poolMembers(pool *banlieuev1.VirtualMachinePool, vms []banlieuev1.VirtualMachine) []banlieuev1.VirtualMachine {
+	var out []banlieuev1.VirtualMachine
+	for i := range vms {
+		if controlledBy(&vms[i], pool) || claimedFrom(&vms[i], pool) {
+			out = append(out, vms[i])
+		}
+	}
+	return out
+}
+
+// controlledBy reports whether vm is an unclaimed member as newMember made it: the pool's label
+// and the pool, by UID (so not an earlier pool of the same name), as controller. These are the
+// only VMs the pool ever deletes.
+func controlledBy(vm *banlieuev1.VirtualMachine, pool *banlieuev1.VirtualMachinePool) bool {
+	owner := metav1.GetControllerOfNoCopy(vm)
+	return owner != nil && owner.UID == pool.UID && vm.Labels[LabelPool] == pool.Name
+}
+
+// claimedFrom reports whether vm is a member a claim took, as takeMember left it: the pool's
+// label, and a VirtualMachineClaim as controller under the name its claim label gives. The pool
+// cannot check the claim's UID without reading claims, and need not: it only counts these
+// (they take room under maxReplicas) and never deletes them.
+func claimedFrom(vm *banlieuev1.VirtualMachine, pool *banlieuev1.VirtualMachinePool) bool {
+	owner := metav1.GetControllerOfNoCopy(vm)
+	if owner == nil || owner.Kind != "VirtualMachineClaim" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	return err == nil && gv.Group == banlieuev1.GroupVersion.Group &&
+		vm.Labels[LabelPool] == pool.Name && vm.Labels[LabelClaim] == owner.Name
 }
 
 // member is the planner's view of one member VM: everything it needs and nothing it could

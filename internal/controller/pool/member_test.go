@@ -6,9 +6,61 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 )
+
+// TestPoolMembers: only the pool's own members and those a claim took from it are members; the
+// pool's label alone makes none.
+func TestPoolMembers(t *testing.T) {
+	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "pool-uid"}}
+	made := func(mutate func(*banlieuev1.VirtualMachine)) banlieuev1.VirtualMachine {
+		vm, err := newMember(pool, rev, netip.Addr{}, app.NewScheme())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm.Name = "web-abcde"
+		mutate(vm)
+		return *vm
+	}
+	controller := func(apiVersion, kind, name, uid string) func(*banlieuev1.VirtualMachine) {
+		return func(vm *banlieuev1.VirtualMachine) {
+			vm.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name,
+				UID: types.UID(uid), Controller: ptr.To(true)}}
+		}
+	}
+	tests := []struct {
+		name string
+		vm   banlieuev1.VirtualMachine
+		want bool
+	}{
+		{"as newMember made it", made(func(*banlieuev1.VirtualMachine) {}), true},
+		{"an earlier pool of the same name", made(controller("banlieue.io/v1alpha1", "VirtualMachinePool", "web", "old-pool-uid")), false},
+		{"the pool as owner but not controller", made(func(vm *banlieuev1.VirtualMachine) {
+			vm.OwnerReferences[0].Controller = nil
+		}), false},
+		{"controlled by the pool without its label", made(func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelPool] = "db" }), false},
+		{"the pool's label by hand, no owner", made(func(vm *banlieuev1.VirtualMachine) { vm.OwnerReferences = nil }), false},
+		{"as takeMember left it", takenVM(t, "web-abcde", func(*banlieuev1.VirtualMachine) {}), true},
+		{"a claim owner other than the claim label names", takenVM(t, "web-abcde",
+			controller("banlieue.io/v1alpha1", "VirtualMachineClaim", "someone", "claim-uid")), false},
+		{"a claim owner without a claim label", takenVM(t, "web-abcde", func(vm *banlieuev1.VirtualMachine) {
+			delete(vm.Labels, LabelClaim)
+		}), false},
+		{"a VirtualMachineClaim of another API group", takenVM(t, "web-abcde",
+			controller("example.com/v1", "VirtualMachineClaim", "c", "claim-uid")), false},
+		{"taken from another pool", takenVM(t, "web-abcde", func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelPool] = "db" }), false},
+	}
+	for _, tc := range tests {
+		got := len(poolMembers(pool, []banlieuev1.VirtualMachine{tc.vm})) == 1
+		if got != tc.want {
+			t.Errorf("%s: member = %v, want %v (%+v)", tc.name, got, tc.want, tc.vm.ObjectMeta)
+		}
+	}
+}
 
 func TestProjectMember(t *testing.T) {
 	now := time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)

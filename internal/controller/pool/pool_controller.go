@@ -46,14 +46,16 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	revision := imageRevision(&image)
 
-	var vms banlieuev1.VirtualMachineList
-	if err := r.apiReader.List(ctx, &vms, client.InNamespace(pool.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+	// The label only narrows the list; poolMembers decides.
+	var listed banlieuev1.VirtualMachineList
+	if err := r.apiReader.List(ctx, &listed, client.InNamespace(pool.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing members of pool %s: %w", pool.Name, err)
 	}
+	vms := poolMembers(&pool, listed.Items)
 	now := time.Now()
-	members := make([]member, 0, len(vms.Items))
-	for i := range vms.Items {
-		members = append(members, projectMember(&vms.Items[i], pool.Spec.Readiness, now))
+	members := make([]member, 0, len(vms))
+	for i := range vms {
+		members = append(members, projectMember(&vms[i], pool.Spec.Readiness, now))
 	}
 
 	var ranges []addressRange
@@ -75,7 +77,7 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		Revision:             revision,
 		Addresses:            ranges,
 	})
-	changed, err := r.apply(ctx, &pool, vms.Items, p, revision)
+	changed, err := r.apply(ctx, &pool, vms, p, revision)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -101,6 +103,12 @@ func (r *poolReconciler) apply(ctx context.Context, pool *banlieuev1.VirtualMach
 	changed := false
 	for _, d := range p.Deletes {
 		vm := byName[d.Name]
+		// The planner deletes no claimed member and sees no VM but poolMembers'; this last check
+		// stands in case either ever changes, since a wrong delete cannot be undone.
+		if vm == nil || !controlledBy(vm, pool) {
+			log.Error(nil, "refusing to delete a VM the pool does not control", "member", d.Name, "reason", d.Reason)
+			continue
+		}
 		// The preconditions make the delete lose any race with a claim binding this member after
 		// the list: a claimed member must never be deleted by its pool.
 		err := r.client.Delete(ctx, vm, client.PropagationPolicy(metav1.DeletePropagationBackground),
