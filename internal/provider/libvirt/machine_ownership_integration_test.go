@@ -318,8 +318,12 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 // find.
 func (s *machineSuite) testHugeLibvirtError(ctx context.Context, t *testing.T) {
 	_, lookupErr := s.host.DomainLookupByName(ctx, strings.Repeat("n", 1<<20))
-	if !libvirt.IsNotFound(lookupErr) || len(lookupErr.Error()) < 1<<20 {
-		t.Fatalf("want libvirtd's not-found error quoting the 1 MiB name, got %d bytes: %.200v", len(lookupErr.Error()), lookupErr)
+	if !libvirt.IsNotFound(lookupErr) {
+		t.Fatalf("want libvirtd's not-found error, got %.200v", lookupErr)
+	}
+	if n := len(lookupErr.Error()); n < 1<<20 {
+		// libvirt 7.0 cuts its own messages to about 1 KiB; 9.0 and later send them whole.
+		t.Skipf("this libvirtd cut its not-found error to %d bytes; the bound is proven against daemons that do not", n)
 	}
 	m := s.machine(testNamespace, "huge-error")
 	m.Spec.ProviderRef.Name = "no-such-provider" // passes of the reconciler fail before the host
