@@ -34,9 +34,10 @@ test: ## The whole test suite against real parts (what CI runs).
 	hack/test.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet, and the import-graph boundaries.
+lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-graph boundaries.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	hack/golangci-lint.sh run ./...
 
 .PHONY: lab
 lab: ## The local lab (hack/lab.sh up).

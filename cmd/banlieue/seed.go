@@ -92,7 +92,7 @@ func writeOutput(path string, w io.WriterTo) error {
 			return err
 		}
 		if _, err := w.WriteTo(f); err != nil {
-			f.Close()
+			_ = f.Close() // the write's error is the one to report
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		return f.Close()
@@ -107,7 +107,7 @@ func readPayload(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	data, err := io.ReadAll(io.LimitReader(f, nocloud.MaxPayloadSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -131,7 +131,7 @@ func writeAtomically(path string, w io.WriterTo) (err error) {
 		}
 	}()
 	if _, err := w.WriteTo(tmp); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // the write's error is the one to report; the file is removed
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {

@@ -172,7 +172,9 @@ func RequireAssets(t testing.TB) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		dir = defaultAssets()
-		os.Setenv("KUBEBUILDER_ASSETS", dir)
+		if err := os.Setenv("KUBEBUILDER_ASSETS", dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -20,7 +21,11 @@ func TestCredentialsNeverPrintKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := k.(*ecdsa.PrivateKey).D
+	raw, err := k.(*ecdsa.PrivateKey).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(big.Int).SetBytes(raw) // the key's scalar
 	secrets := []string{
 		strings.Split(string(p.clientKey), "\n")[1], // a line of the PEM body
 		d.String(),

@@ -40,7 +40,7 @@ func testPool(t *testing.T, l lab, c *Client) StoragePool {
 			}
 		}
 		_ = c.StoragePoolDestroy(ctx, pool)
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort, like the rest of the cleanup
 	})
 	return pool
 }
@@ -114,7 +114,7 @@ func TestPersistentPoolLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // best-effort cleanup of the pool's directory
 	name := uniqueName("ppool")
 	pool, err := c.StoragePoolDefineXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, dir), 0)
 	if err != nil {

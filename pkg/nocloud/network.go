@@ -143,7 +143,7 @@ func parseIP(s, what string) (netip.Addr, error) {
 // needs no YAML escaping.
 func checkInterfaceName(name string) error {
 	if name == "" || len(name) > 15 || name == "." || name == ".." {
-		return fmt.Errorf("nocloud: interface name %q must be 1-15 bytes and not . or ..", name)
+		return fmt.Errorf("nocloud: interface name %q must be 1-15 bytes and not \".\" or \"..\"", name)
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {

@@ -291,7 +291,7 @@ var binDir string
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
-		os.RemoveAll(binDir)
+		_ = os.RemoveAll(binDir) // best effort: a temporary directory
 	}
 	os.Exit(code)
 }

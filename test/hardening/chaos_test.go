@@ -770,7 +770,8 @@ type providerProcess struct {
 func (p *providerProcess) start(t *testing.T) {
 	t.Helper()
 	p.starts++
-	fmt.Fprintf(p.out, "=== start %d at %s ===\n", p.starts, time.Now().Format(time.RFC3339Nano))
+	// p.out is a syncBuffer, in memory: its writes never fail.
+	_, _ = fmt.Fprintf(p.out, "=== start %d at %s ===\n", p.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, "provider", "libvirt", "--provider-name", labProvider, "--namespace", p.ns,
 		"--leader-election-namespace", p.ns, "--leader-election-id", chaosLease,
 		"--kubeconfig", p.kubeconfig, "--health-port", p.healthPort, "--metrics-port", p.metricsPort)

@@ -103,7 +103,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // best-effort cleanup of a temporary directory
 	r.mu.Lock()
 	r.started, r.tmp = map[types.UID]bool{}, tmp
 	r.mu.Unlock()
@@ -245,7 +245,7 @@ func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string) (int, s
 	}
 	// The kubelet's /dev/termination-log: one file per pod, read back after the exit.
 	termLog := filepath.Join(r.tmp, pod+".termination-log")
-	defer os.Remove(termLog)
+	defer func() { _ = os.Remove(termLog) }() // best effort; absent when the pod wrote none
 	cmd := exec.CommandContext(ctx, r.Binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig, "POD_NAMESPACE="+job.Namespace, "POD_NAME="+pod,
 		TerminationLogEnv+"="+termLog)
@@ -328,10 +328,10 @@ func (r *Runner) updateJob(ctx context.Context, job *batchv1.Job) error {
 	for {
 		var live batchv1.Job
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), &live); err != nil {
-			return fmt.Errorf("Job %s/%s: %w", job.Namespace, job.Name, err)
+			return fmt.Errorf("job %s/%s: %w", job.Namespace, job.Name, err)
 		}
 		if live.UID != job.UID {
-			return fmt.Errorf("Job %s/%s was replaced", job.Namespace, job.Name)
+			return fmt.Errorf("job %s/%s was replaced", job.Namespace, job.Name)
 		}
 		live.Status = status
 		err := r.Client.Status().Update(ctx, &live)
@@ -340,7 +340,7 @@ func (r *Runner) updateJob(ctx context.Context, job *batchv1.Job) error {
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("Job %s/%s status: %w", job.Namespace, job.Name, err)
+			return fmt.Errorf("job %s/%s status: %w", job.Namespace, job.Name, err)
 		}
 	}
 }

@@ -42,7 +42,8 @@ type Result struct {
 }
 
 // Build runs the pipeline. Intermediate files sit next to the output, on the same filesystem,
-// so the final rename is atomic and a restarted pod resumes the download it left.
+// so the final rename is atomic and a restarted pod resumes the download it left. log gets
+// progress lines for the pod's log; they are advisory, so a failed write to it is ignored.
 func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	var want checksum.Digest
 	if o.Checksum != "" {
@@ -68,12 +69,12 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		return Result{}, fmt.Errorf("invalid --from: %q is neither an https:// URL nor an OCI reference", o.From)
 	}
 	if strings.Contains(o.From, "://") {
-		fmt.Fprintf(log, "downloading %s\n", o.From)
+		_, _ = fmt.Fprintf(log, "downloading %s\n", o.From)
 		if err := downloadURL(ctx, o.From, download, log); err != nil {
 			return Result{}, err
 		}
 	} else {
-		fmt.Fprintf(log, "pulling %s\n", o.From)
+		_, _ = fmt.Fprintf(log, "pulling %s\n", o.From)
 		digest, err := pullDisk(ctx, o.From, download)
 		if err != nil {
 			return Result{}, err
@@ -90,7 +91,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 			}
 			return Result{}, err
 		}
-		fmt.Fprintf(log, "verified %s\n", want)
+		_, _ = fmt.Fprintf(log, "verified %s\n", want)
 	}
 	staged, kind, err := convert(ctx, download, o.Output, o.Format, log)
 	if err != nil {
@@ -104,7 +105,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		_ = os.Remove(p)
 	}
 	res.SourceDigest = sourceDigest
-	fmt.Fprintf(log, "published %s (%s, %d bytes, %s)\n", o.Output, res.Kind, res.SizeBytes, res.Checksum)
+	_, _ = fmt.Fprintf(log, "published %s (%s, %d bytes, %s)\n", o.Output, res.Kind, res.SizeBytes, res.Checksum)
 	return res, nil
 }
 
@@ -130,7 +131,7 @@ func convert(ctx context.Context, src, output, format string, log io.Writer) (st
 		return "", "", err
 	}
 	if r, name := decompressor(head); r != nil {
-		fmt.Fprintf(log, "decompressing (%s)\n", name)
+		_, _ = fmt.Fprintf(log, "decompressing (%s)\n", name) // advisory, as in Build
 		dst := output + ".decompressed"
 		if err := decompress(src, dst, r); err != nil {
 			return "", "", fmt.Errorf("decompressing %s: %w", name, err)
@@ -152,7 +153,7 @@ func convert(ctx context.Context, src, output, format string, log io.Writer) (st
 	}
 	switch detected {
 	case "qcow2":
-		fmt.Fprintln(log, "converting qcow2 to raw")
+		_, _ = fmt.Fprintln(log, "converting qcow2 to raw")
 		staged := output + ".tmp"
 		return staged, banlieuev1.ArtifactCloudImage, convertQCOW2(ctx, src, staged)
 	case "iso":
@@ -167,7 +168,7 @@ func readHead(path string, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	buf := make([]byte, n)
 	m, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
@@ -202,12 +203,12 @@ func decompressor(head []byte) (openDecompressor, string) {
 	return nil, ""
 }
 
-func decompress(src, dst string, open openDecompressor) error {
+func decompress(src, dst string, open openDecompressor) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only: closing it loses nothing
 	r, err := open(in)
 	if err != nil {
 		return err
@@ -217,17 +218,17 @@ func decompress(src, dst string, open openDecompressor) error {
 	if err != nil {
 		return err
 	}
-	defer out.Close()
+	defer closeWritten(out, &err)
 	_, err = copySparse(out, r)
 	return err
 }
 
-func convertQCOW2(ctx context.Context, src, dst string) error {
+func convertQCOW2(ctx context.Context, src, dst string) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only: closing it loses nothing
 	fi, err := in.Stat()
 	if err != nil {
 		return err
@@ -240,11 +241,19 @@ func convertQCOW2(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer out.Close()
+	defer closeWritten(out, &err)
 	if err := out.Truncate(0); err != nil {
 		return err
 	}
 	return img.ConvertTo(ctx, out)
+}
+
+// closeWritten closes a file the function wrote, for a defer: a failed close may have lost
+// data, so its error becomes the function's unless that already failed.
+func closeWritten(f *os.File, err *error) {
+	if cerr := f.Close(); *err == nil {
+		*err = cerr
+	}
 }
 
 // publish fsyncs the staged file, writes `<output>.sha256` and renames both into place, then
@@ -258,7 +267,7 @@ func publish(staged, output string, kind banlieuev1.ArtifactKind) (Result, error
 	if err == nil {
 		err = f.Sync()
 	}
-	f.Close()
+	_ = f.Close() // opened read only for the fsync, whose error is the one that matters
 	if err != nil {
 		return Result{}, err
 	}
@@ -292,11 +301,11 @@ func writeFileSync(path string, data []byte) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the fsync's error is the one to report
 		return err
 	}
 	return f.Close()
@@ -307,7 +316,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // read only: the fsync's error is the one that matters
 	return d.Sync()
 }
 

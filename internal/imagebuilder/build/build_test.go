@@ -53,7 +53,9 @@ func TestBuildFromHTTPS(t *testing.T) {
 	block := make([]byte, 3<<20)
 	_, _ = rand.Read(block)
 	_, _ = f.WriteAt(block, 5<<20)
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("qemu-img", "convert", "-c", "-O", "qcow2", raw, filepath.Join(src, "disk.qcow2")).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}

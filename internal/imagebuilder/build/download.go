@@ -27,7 +27,7 @@ func download(ctx context.Context, hc *http.Client, url, path string, log io.Wri
 	for attempt := range downloadAttempts {
 		if attempt > 0 {
 			wait := time.Duration(1<<attempt) * time.Second / 2
-			fmt.Fprintf(log, "download interrupted (%v); resuming in %s\n", lastErr, wait)
+			_, _ = fmt.Fprintf(log, "download interrupted (%v); resuming in %s\n", lastErr, wait) // advisory, as in Build
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -50,12 +50,18 @@ func download(ctx context.Context, hc *http.Client, url, path string, log io.Wri
 // fatalError is a response retrying cannot fix (404, 403, ...).
 type fatalError struct{ error }
 
-func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (bool, error) {
+func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done bool, err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return false, &fatalError{err}
 	}
-	defer f.Close()
+	defer func() {
+		// Written: a failed close may have lost data, so the attempt is not done; the next
+		// one resumes from what the file holds.
+		if cerr := f.Close(); cerr != nil && err == nil {
+			done, err = false, cerr
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
 		return false, &fatalError{err}

@@ -181,7 +181,7 @@ func (s *suite) startManager(t *testing.T) {
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
-			s.logWriter.Write([]byte("manager: " + err.Error()))
+			_, _ = s.logWriter.Write([]byte("manager: " + err.Error())) // testWriter.Write never fails
 		}
 	}()
 	s.mgrStop = func() {
@@ -221,7 +221,7 @@ func (s *suite) upload(ctx context.Context, t *testing.T, name, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)

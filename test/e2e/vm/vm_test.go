@@ -598,7 +598,7 @@ func readReport(t *testing.T, pty string, timeout time.Duration) *report {
 		t.Fatalf("opening the serial console %s: %v", pty, err)
 	}
 	f := os.NewFile(uintptr(fd), pty)
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read from: closing it loses nothing
 	if tio, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
 		tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
 		tio.Oflag &^= unix.OPOST

@@ -58,7 +58,8 @@ func (o ImportOptions) volumeName() (string, error) {
 	return name, nil
 }
 
-// Importer runs one import. Kube reads the Provider and its credentials; Out receives progress.
+// Importer runs one import. Kube reads the Provider and its credentials; Out receives progress,
+// which is advisory: a failed write to Out is ignored and never fails the import.
 type Importer struct {
 	Kube client.Reader
 	Out  io.Writer
@@ -79,7 +80,7 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // read only: closing it loses nothing
 	digest, given, err := artifactDigest(o.Source, o.Checksum)
 	if err != nil {
 		return err
@@ -107,10 +108,10 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 		return err
 	}
 	if done {
-		fmt.Fprintf(im.Out, "volume %s in pool %s already holds %s; nothing to do\n", volume, pool.Name, digest)
+		_, _ = fmt.Fprintf(im.Out, "volume %s in pool %s already holds %s; nothing to do\n", volume, pool.Name, digest)
 		return nil
 	}
-	fmt.Fprintf(im.Out, "importing %s (%s) into pool %s as volume %s\n", o.Source, formatBytes(size), pool.Name, volume)
+	_, _ = fmt.Fprintf(im.Out, "importing %s (%s) into pool %s as volume %s\n", o.Source, formatBytes(size), pool.Name, volume)
 	progress := im.Progress
 	if progress == nil {
 		progress = func(total int64) libvirt.Progress { return NewProgress(im.Out, total) }
@@ -123,7 +124,7 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(im.Out, "imported %s into %s/%s in %s (%s)\n", formatBytes(size), pool.Name, volume,
+	_, _ = fmt.Fprintf(im.Out, "imported %s into %s/%s in %s (%s)\n", formatBytes(size), pool.Name, volume,
 		elapsed.Round(time.Millisecond), formatRate(size, elapsed))
 	return nil
 }
@@ -140,11 +141,11 @@ func openSource(path string) (*os.File, int64, error) {
 		err = errors.New("not a regular file")
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // read only, and refused
 		return nil, 0, fmt.Errorf("invalid --source: cannot read %s: %w", path, err)
 	}
 	if fi.Size() == 0 {
-		f.Close()
+		_ = f.Close() // read only, and refused
 		return nil, 0, fmt.Errorf("invalid --source: %s is empty; the build produced no disk", path)
 	}
 	return f, fi.Size(), nil
@@ -172,7 +173,7 @@ func artifactDigest(path, value string) (sha checksum.Digest, given checksum.Dig
 	if err != nil {
 		return sha, given, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	h := sha256.New()
 	var other hash.Hash
 	w := io.Writer(h)

@@ -32,7 +32,8 @@ type progress struct {
 }
 
 // NewProgress reports an upload of total bytes to out: a bar when out is a terminal, otherwise
-// one line every few seconds with bytes, percent, MB/s and ETA.
+// one line every few seconds with bytes, percent, MB/s and ETA. The report is advisory: a failed
+// write to out is ignored and never fails the upload.
 func NewProgress(out io.Writer, total int64) libvirt.Progress {
 	f, ok := out.(*os.File)
 	p := &progress{out: out, total: total, terminal: ok && term.IsTerminal(int(f.Fd())), now: time.Now}
@@ -54,11 +55,11 @@ func (p *progress) report(done int64) {
 	line := progressLine(done, p.total, now.Sub(p.start))
 	switch {
 	case p.terminal && final:
-		fmt.Fprintf(p.out, "\r%s %s\n", bar(done, p.total), line)
+		_, _ = fmt.Fprintf(p.out, "\r%s %s\n", bar(done, p.total), line)
 	case p.terminal:
-		fmt.Fprintf(p.out, "\r%s %s", bar(done, p.total), line)
+		_, _ = fmt.Fprintf(p.out, "\r%s %s", bar(done, p.total), line)
 	case !final:
-		fmt.Fprintln(p.out, line)
+		_, _ = fmt.Fprintln(p.out, line)
 	}
 }
 

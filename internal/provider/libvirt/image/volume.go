@@ -117,6 +117,7 @@ func (t *target) lookup(ctx context.Context) (map[string]libvirt.StorageVol, err
 // returns. done reports that the volume already holds the artifact. It deletes a volume only
 // when its marker records an interrupted import of this very artifact; anything else it cannot
 // prove it created, and any complete volume of another artifact, is refused and left untouched.
+// out is Importer.Out: what it is told is advisory, so a failed write to it is ignored.
 func (t *target) prepare(ctx context.Context, out io.Writer) (marker libvirt.StorageVol, done bool, err error) {
 	found, err := t.lookup(ctx)
 	if err != nil {
@@ -142,7 +143,7 @@ func (t *target) prepare(ctx context.Context, out io.Writer) (marker libvirt.Sto
 	case state == complete && t.holds(recorded):
 		// Deleted by hand, its marker left behind: the same bytes again are the base any
 		// overlay built on it expects.
-		fmt.Fprintf(out, "volume %s is gone but its marker %s records %s; importing it again\n", t.volume, t.marker, recorded)
+		_, _ = fmt.Fprintf(out, "volume %s is gone but its marker %s records %s; importing it again\n", t.volume, t.marker, recorded)
 		if err := t.delete(ctx, marker); err != nil {
 			return marker, false, fmt.Errorf("deleting marker volume %s of the missing volume %s from pool %s: %w", t.marker, t.volume, t.pool.Name, err)
 		}
@@ -167,7 +168,7 @@ func (t *target) prepare(ctx context.Context, out io.Writer) (marker libvirt.Sto
 		if err := t.delete(ctx, vol); err != nil {
 			return marker, false, fmt.Errorf("deleting partial volume %s from pool %s: %w", t.volume, t.pool.Name, err)
 		}
-		fmt.Fprintf(out, "deleted %s: no completion marker for %s (left by an interrupted import)\n", t.volume, t.digest)
+		_, _ = fmt.Fprintf(out, "deleted %s: no completion marker for %s (left by an interrupted import)\n", t.volume, t.digest)
 	}
 	return marker, false, nil
 }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs the pinned golangci-lint with the given arguments (default: run ./...), under the
+# project's .golangci.yml. The binary lives in ${BANLIEUE_CACHE:-~/.cache/banlieue}/bin; when it
+# is missing, or reports another version, it is built from the Go module proxy by module path
+# and version (go install), never downloaded as a prebuilt binary.
+#
+# Usage: hack/golangci-lint.sh [ARGS...]
+# Env:   BANLIEUE_CACHE (default ~/.cache/banlieue)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GOLANGCI_LINT_VERSION=v2.15.0
+bin_dir="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}/bin"
+lint="$bin_dir/golangci-lint"
+
+if [[ ! -x "$lint" || "$("$lint" version --short 2>/dev/null)" != "${GOLANGCI_LINT_VERSION#v}" ]]; then
+  echo "golangci-lint: installing $GOLANGCI_LINT_VERSION into $bin_dir" >&2
+  mkdir -p "$bin_dir"
+  rm -f "$lint" # go install will not replace a file it did not build
+  GOBIN="$bin_dir" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+fi
+
+if [[ $# -eq 0 ]]; then
+  set -- run ./...
+fi
+exec "$lint" "$@"
