@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 )
@@ -39,11 +37,7 @@ is changed on the host or in the cluster. The caller needs read access to Libvir
 every namespace whose machines the host may hold.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := app.RESTConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			kube, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+			kube, err := kubeClient(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -53,8 +47,7 @@ every namespace whose machines the host may hold.`,
 	f := cmd.Flags()
 	f.StringVar(&provider, "provider", "", "Provider whose host is audited")
 	f.StringVar(&namespace, "provider-namespace", "", "namespace of the Provider")
-	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
-		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
+	kubeconfigFlag(f, &kubeconfig)
 	for _, name := range []string{"provider", "provider-namespace"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
 )
 
@@ -31,11 +27,7 @@ an interrupted import of this artifact is deleted and uploaded again, and every 
 that name (another artifact's, or one without a banlieue marker) is refused, untouched.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := app.RESTConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			kube, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+			kube, err := kubeClient(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -50,8 +42,7 @@ that name (another artifact's, or one without a banlieue marker) is refused, unt
 	f.StringVar(&o.Source, "source", "", "artifact file to upload (raw disk or ISO)")
 	f.StringVar(&o.VolumeName, "volume-name", "", "volume name (default <vmimage>.raw, or <vmimage>.iso for an ISO)")
 	f.StringVar(&o.Checksum, "checksum", "", "sha256:<hex> or sha512:<hex> the source must match")
-	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
-		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
+	kubeconfigFlag(f, &kubeconfig)
 	for _, name := range []string{"vmimage", "provider", "provider-namespace", "pool", "source"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
