@@ -32,6 +32,7 @@ const (
 	procStorageVolDelete           procedure = 94
 	procStorageVolLookupByName     procedure = 95
 	procStorageVolGetInfo          procedure = 98
+	procStorageVolGetXMLDesc       procedure = 99
 	procConnectGetLibVersion       procedure = 157
 	procDomainUpdateDeviceFlags    procedure = 174
 	procDomainCreateWithFlags      procedure = 196
@@ -80,6 +81,7 @@ var procedureNames = map[procedure]string{
 	procStorageVolDelete:           "STORAGE_VOL_DELETE",
 	procStorageVolLookupByName:     "STORAGE_VOL_LOOKUP_BY_NAME",
 	procStorageVolGetInfo:          "STORAGE_VOL_GET_INFO",
+	procStorageVolGetXMLDesc:       "STORAGE_VOL_GET_XML_DESC",
 	procConnectGetLibVersion:       "CONNECT_GET_LIB_VERSION",
 	procDomainUpdateDeviceFlags:    "DOMAIN_UPDATE_DEVICE_FLAGS",
 	procDomainCreateWithFlags:      "DOMAIN_CREATE_WITH_FLAGS",

@@ -127,3 +127,14 @@ func (c *Client) StorageVolInfo(ctx context.Context, v StorageVol) (StorageVolIn
 	})
 	return info, err
 }
+
+// StorageVolXMLDesc returns the volume's XML, read afresh from the volume: for a qcow2 overlay
+// its <backingStore> names the file the overlay backs onto. flags are none so far (0).
+func (c *Client) StorageVolXMLDesc(ctx context.Context, v StorageVol, flags uint32) (string, error) {
+	var s string
+	err := c.call(ctx, wire.ProgramRemote, procStorageVolGetXMLDesc, func(e *xdr.Encoder) {
+		encodeVol(e, v)
+		e.Uint32(flags)
+	}, func(d *xdr.Decoder) { s = d.String(maxString) })
+	return s, err
+}

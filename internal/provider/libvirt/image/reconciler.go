@@ -11,12 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/naming"
@@ -56,15 +60,25 @@ type Reconciler struct {
 	ImportServiceAccount string
 	// Tolerations are copied onto import Jobs (--build-toleration).
 	Tolerations []corev1.Toleration
+	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
+	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
+	OldBaseGrace time.Duration
 }
 
 // SetupWithManager watches VMImages, their import Jobs, and Providers: a Provider whose
-// verified pools change changes every image's row.
+// verified pools change changes every image's row. A LibvirtMachine's deletion, which comes
+// after its teardown deleted its overlay, may free the old base it booted from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").
 		For(&banlieuev1.VMImage{}).
 		Owns(&batchv1.Job{}).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineImages),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("vmimage-libvirt", r))
 }
@@ -117,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	rows := make([]banlieuev1.ProviderImageStatus, 0, len(providers))
 	allReady := true
+	var collect []*banlieuev1.Provider
 	for i := range providers {
 		row, err := r.row(ctx, &img, src, &providers[i])
 		if err != nil {
@@ -124,6 +139,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		allReady = allReady && row.Ready
 		rows = append(rows, row)
+		if src.Kind == banlieuev1.SourceURL && row.Ready && row.ResolvedRef == artifactVolume(&img) &&
+			publishedOn(img.Status.PerProvider, &providers[i], row.ResolvedRef) {
+			collect = append(collect, &providers[i])
+		}
 	}
 	sortRows(rows)
 	status := struct {
@@ -133,10 +152,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Old bases go only after the row naming their successor is applied, and only for rows
+	// the previous pass had already published on it (publishedOn).
+	requeue := requeueLong
+	for _, p := range collect {
+		if wait := r.collectOldBases(ctx, &img, p, artifactVolume(&img)); wait > 0 {
+			requeue = min(requeue, wait)
+		}
+	}
 	if !allReady {
 		return ctrl.Result{RequeueAfter: requeueDefault}, nil
 	}
-	return ctrl.Result{RequeueAfter: requeueLong}, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // providers are the libvirt Providers in scope: all of them, or the one this process serves.
