@@ -326,6 +326,12 @@ func TestChartValues(t *testing.T) {
 		if role == "operator" && !slices.Contains(args, "--watch-namespace=tenants") {
 			t.Errorf("operator: args %q lack the extraArgs", args)
 		}
+		// Build Jobs must run the image the install runs, never the binary's default
+		// banlieue:<version>, which no registry of the install has.
+		if build := envValue(ctr, "BANLIEUE_BUILD_IMAGE"); (role == "imagebuilder") != (build != "") ||
+			role == "imagebuilder" && build != wantImage {
+			t.Errorf("%s: BANLIEUE_BUILD_IMAGE %q, want %s on the imagebuilder only", role, build, wantImage)
+		}
 		if sel := str(append(pod, "nodeSelector", "banlieue.io/infra")...); sel != "true" {
 			t.Errorf("%s: nodeSelector %q", role, sel)
 		}
@@ -520,4 +526,16 @@ func TestHelmInstall(t *testing.T) {
 	if out, errOut, err := c.run("get", "crd", "providerclasses.banlieue.io", "-o", "name"); err != nil {
 		t.Errorf("after helm uninstall the CRDs should stay: %v\n%s%s", err, out, errOut)
 	}
+}
+
+// envValue is the value of the container's environment variable name, or "".
+func envValue(ctr map[string]any, name string) string {
+	env, _, _ := unstructured.NestedSlice(ctr, "env")
+	for _, e := range env {
+		if m, ok := e.(map[string]any); ok && m["name"] == name {
+			v, _ := m["value"].(string)
+			return v
+		}
+	}
+	return ""
 }
