@@ -28,13 +28,14 @@ func newProviderLibvirtAuditCommand() *cobra.Command {
 	var provider, namespace, kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "audit --provider NAME --provider-namespace NS",
-		Short: "List the host's domains that banlieue created for LibvirtMachines that no longer exist",
+		Short: "List the host's domains that banlieue created for this Provider's LibvirtMachines that no longer exist",
 		Long: `audit connects to the Provider's host with the Provider's own credentials, reads the
-ownership record banlieue writes into every domain it defines, and lists each domain whose
-LibvirtMachine no longer exists (or is another machine of the same name now), with the disks it
-attaches. Domains without banlieue's record are never listed: they are not banlieue's. Nothing
-is changed on the host or in the cluster. The caller needs read access to LibvirtMachines in
-every namespace whose machines the host may hold.`,
+ownership record banlieue writes into every domain it defines, and lists each domain recorded
+for this Provider whose LibvirtMachine no longer exists (or is another machine of the same name
+now), with the disks it attaches. Domains without banlieue's record are never listed: they are
+not banlieue's; nor are those recorded for another Provider sharing the host. Nothing is changed
+on the host or in the cluster. The caller needs read access to the Provider, its credentials
+and the LibvirtMachines of its namespace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kube, err := kubeClient(kubeconfig)
@@ -67,7 +68,7 @@ func runLibvirtAudit(ctx context.Context, out io.Writer, kube client.Client, key
 		return fmt.Errorf("connecting to Provider %s: %w", key, err)
 	}
 	defer host.Close()
-	orphans, err := providerlibvirt.Audit(ctx, host, kube)
+	orphans, err := providerlibvirt.Audit(ctx, host, kube, key)
 	if err != nil {
 		return err
 	}

@@ -42,9 +42,11 @@ func orphaned(o Owner, m *infrav1.LibvirtMachine) (bool, string) {
 	return false, ""
 }
 
-// Audit lists the host's orphaned domains (see Orphan), by name. It only reads: domains without
-// banlieue's record are not banlieue's to report, and live machines' domains are in order.
-func Audit(ctx context.Context, c *libvirt.Client, kube client.Reader) ([]Orphan, error) {
+// Audit lists the orphaned domains of Provider provider (namespace/name) on its host (see
+// Orphan), by name. It only reads. Domains without banlieue's record are not banlieue's to
+// report; domains recorded for another Provider sharing the host (another namespace's, or
+// another cluster's) are that Provider's audit; live machines' domains are in order.
+func Audit(ctx context.Context, c *libvirt.Client, kube client.Reader, provider types.NamespacedName) ([]Orphan, error) {
 	doms, err := c.ListAllDomains(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit: listing domains: %w", err)
@@ -58,7 +60,7 @@ func Audit(ctx context.Context, c *libvirt.Client, kube client.Reader) ([]Orphan
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 		o, ok := DomainOwner(def)
-		if !ok {
+		if !ok || o.Provider != provider.Name || o.Namespace != provider.Namespace {
 			continue
 		}
 		var m infrav1.LibvirtMachine

@@ -34,7 +34,8 @@ const machineTimeout = 2 * time.Minute
 // everything it needs is in the LibvirtMachine and its Provider.
 type MachineReconciler struct {
 	Client client.Client
-	// APIReader reads the Provider's Secret and CA uncached, by name.
+	// APIReader reads the Provider's Secret and CA uncached, by name, and the machine's volume
+	// record when the cache may lag behind it.
 	APIReader   client.Reader
 	Connections *hostconn.Pool
 	// ProviderName, when set, limits this process to the machines of one Provider.
@@ -104,7 +105,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 
-	obs, err := converge(ctx, c, &m, r.recordVolumes(&m))
+	obs, err := converge(ctx, c, &m, r.volumeRecord(&m))
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}
@@ -122,22 +123,40 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
 }
 
-// recordVolumes returns converge's way of recording volume names in the machine's status before
-// they are created. The whole status is applied, as every status write of this role is, and the
-// machine in memory keeps the record for the rest of the pass.
-func (r *MachineReconciler) recordVolumes(m *infrav1.LibvirtMachine) recordVolumes {
-	return func(ctx context.Context, names []string) error {
+// volumeRecord returns converge's access to the machine's status.volumes. Every write applies
+// the whole status, as every status write of this role does, and the machine in memory keeps
+// the record for the rest of the pass.
+func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord {
+	write := func(ctx context.Context, names []string) error {
 		st := *m.Status.DeepCopy()
-		for _, n := range names {
-			if !slices.Contains(st.Volumes, n) {
-				st.Volumes = append(st.Volumes, n)
-			}
-		}
+		st.Volumes = names
 		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, FieldManager); err != nil {
 			return err
 		}
 		m.Status = st
 		return nil
+	}
+	return volumeRecord{
+		add: func(ctx context.Context, names []string) error {
+			all := slices.Clone(m.Status.Volumes)
+			for _, n := range names {
+				if !slices.Contains(all, n) {
+					all = append(all, n)
+				}
+			}
+			return write(ctx, all)
+		},
+		drop: func(ctx context.Context, name string) error {
+			return write(ctx, slices.DeleteFunc(slices.Clone(m.Status.Volumes), func(n string) bool { return n == name }))
+		},
+		refresh: func(ctx context.Context) error {
+			var live infrav1.LibvirtMachine
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+				return err
+			}
+			m.Status.Volumes = live.Status.Volumes
+			return nil
+		},
 	}
 }
 

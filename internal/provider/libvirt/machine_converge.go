@@ -29,15 +29,25 @@ type observation struct {
 	mediaDetached bool
 }
 
-// recordVolumes persists, before they are created, the names of volumes the machine is about to
-// create: the record is the proof that a volume of that name is the machine's own (ownership.go).
-type recordVolumes func(ctx context.Context, names []string) error
+// volumeRecord is the machine's record of its volumes (status.volumes), the proof that a volume
+// of a name is the machine's own (ownership.go). Each call writes through to the API server and
+// updates the machine in memory.
+type volumeRecord struct {
+	// add records names before the volumes are created.
+	add func(ctx context.Context, names []string) error
+	// drop removes a name whose create libvirtd refused: no volume of the machine's holds it,
+	// and a volume someone else makes under it later must not pass for the machine's.
+	drop func(ctx context.Context, name string) error
+	// refresh re-reads the record from the API server, past a cache that may lag behind the
+	// machine's own last write.
+	refresh func(ctx context.Context) error
+}
 
 // converge makes the host match the machine (SPEC §3.5 step 4). It is idempotent: every step
 // looks before it creates, and existing volumes are reused as they are. Nothing on the host is
 // created or changed before the machine has proven it may: its domain name is free or holds
 // this machine's own domain, and each of its volume names is free or recorded as its own.
-func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record recordVolumes) (observation, error) {
+func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord) (observation, error) {
 	s := &m.Spec
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
 	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
@@ -68,7 +78,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	if err != nil {
 		return obs, err
 	}
-	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, vols)
+	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, vols, record)
 	if err != nil {
 		return obs, err
 	}
@@ -111,7 +121,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 			return obs, err
 		}
 		in.macs = interfaceMACs(def)
-		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs); err != nil {
+		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
 			return obs, err
 		}
 		in.uuid = obs.domain.UUID.String()
@@ -170,7 +180,7 @@ func ownDomain(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine
 // those that do not: a volume that exists but is not recorded is a stranger's, and the machine
 // stops there with the host unchanged. It returns the existing volumes, by name.
 func claimVolumes(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
-	record recordVolumes) (map[string]libvirt.StorageVol, error) {
+	record volumeRecord) (map[string]libvirt.StorageVol, error) {
 	names := machineVolumes(&m.Spec)
 	found := map[string]libvirt.StorageVol{}
 	for _, name := range names {
@@ -185,10 +195,19 @@ func claimVolumes(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 	exists := func(name string) bool { _, ok := found[name]; return ok }
 	missing, stranger := planVolumes(names, exists, m.Status.Volumes)
 	if stranger != "" {
+		// The cached machine may predate its own last record: ask the API server before
+		// calling a volume someone else's, and before a status write from the stale copy
+		// could drop the record for good.
+		if err := record.refresh(ctx); err != nil {
+			return nil, fmt.Errorf("re-reading status.volumes: %w", err)
+		}
+		missing, stranger = planVolumes(names, exists, m.Status.Volumes)
+	}
+	if stranger != "" {
 		return nil, volumeConflict(stranger, m.Spec.Pool)
 	}
 	if len(missing) > 0 {
-		if err := record(ctx, missing); err != nil {
+		if err := record.add(ctx, missing); err != nil {
 			return nil, fmt.Errorf("recording volumes %v in status before creating them: %w", missing, err)
 		}
 	}
@@ -252,7 +271,7 @@ func attaches(def *libvirtxml.Domain, path string) bool {
 // host path. Existing volumes (found, all recorded as this machine's) are never resized or
 // recreated.
 func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
-	boot libvirt.StorageVol, found map[string]libvirt.StorageVol) ([]string, error) {
+	boot libvirt.StorageVol, found map[string]libvirt.StorageVol, record volumeRecord) ([]string, error) {
 	s := &m.Spec
 	paths := make([]string, len(s.Disks))
 	for i, d := range s.Disks {
@@ -269,9 +288,9 @@ func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 		if err != nil {
 			return nil, err
 		}
-		vol, err := c.StorageVolCreateXML(ctx, pool, xml, 0)
+		vol, err := createVolume(ctx, c, pool, xml, name, record)
 		if err != nil {
-			return nil, fmt.Errorf("creating volume %s: %w", name, err)
+			return nil, err
 		}
 		if err := refreshPool(ctx, c, pool); err != nil {
 			return nil, fmt.Errorf("refreshing pool %q: %w", s.Pool, err)
@@ -279,6 +298,24 @@ func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 		paths[i] = vol.Key
 	}
 	return paths, nil
+}
+
+// createVolume creates a recorded volume. When libvirtd answers that it did not (the name is
+// taken after all, the pool is full), the name leaves the record: it proves nothing any more.
+// When the answer is lost (the connection broke), the volume may exist and the name stays.
+func createVolume(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, xml, name string,
+	record volumeRecord) (libvirt.StorageVol, error) {
+	vol, err := c.StorageVolCreateXML(ctx, pool, xml, 0)
+	if err == nil {
+		return vol, nil
+	}
+	var refused *libvirt.Error
+	if errors.As(err, &refused) {
+		if dropErr := record.drop(ctx, name); dropErr != nil {
+			return vol, fmt.Errorf("creating volume %s: %w (and removing it from status.volumes: %v)", name, err, dropErr)
+		}
+	}
+	return vol, fmt.Errorf("creating volume %s: %w", name, err)
 }
 
 func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Domain, error) {
@@ -296,7 +333,7 @@ func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Do
 // createSeed uploads the machine's NoCloud seed, built in memory: the guest's bootstrap
 // credentials never touch this process's filesystem.
 func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
-	dom libvirt.Domain, macs []string) (string, error) {
+	dom libvirt.Domain, macs []string, record volumeRecord) (string, error) {
 	// user-data is always written, empty when the machine has none: cloud-init's NoCloud
 	// datasource ignores a seed that lacks either file, and the guest would then get no
 	// instance-id, hostname or network-config.
@@ -319,9 +356,9 @@ func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 	if err != nil {
 		return "", err
 	}
-	vol, err := c.StorageVolCreateXML(ctx, pool, xml, 0)
+	vol, err := createVolume(ctx, c, pool, xml, seedVolume(m.Spec.DomainName), record)
 	if err != nil {
-		return "", fmt.Errorf("creating the seed volume: %w", err)
+		return "", err
 	}
 	if err := c.StorageVolUpload(ctx, vol, &buf, int64(buf.Len()), nil); err != nil {
 		// A seed that is not whole must not be mistaken for one on the next pass.

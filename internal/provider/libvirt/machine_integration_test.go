@@ -55,7 +55,8 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("a disk dropped from the spec goes with the machine", func(t *testing.T) { s.testDroppedDisk(ctx, t) })
 	t.Run("a machine without userData gets a seed with both files", func(t *testing.T) { s.testSeedWithoutUserData(ctx, t) })
 	t.Run("audit lists domains whose machine is gone", func(t *testing.T) { s.testAudit(ctx, t) })
-	t.Run("a 1 MiB libvirt error is reported, cut to a bound", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
+	t.Run("a create libvirtd refuses leaves no record", func(t *testing.T) { s.testRefusedCreateLeavesNoRecord(ctx, t) })
+	t.Run("failedStatus cuts libvirtd's own 1 MiB error so the API server takes it", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
 			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)

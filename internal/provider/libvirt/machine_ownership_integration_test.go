@@ -3,7 +3,9 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,6 +141,19 @@ func (s *machineSuite) testJoinedNamesCollide(ctx context.Context, t *testing.T)
 	c := s.waitReason(ctx, t, second, ReasonDomainNameConflict)
 	if !strings.Contains(c.Message, "LibvirtMachine team/x-vm (uid "+string(a.UID)+")") {
 		t.Errorf("the message must name the owner: %q", c.Message)
+	}
+	// Even a record naming the first machine's volumes (as a pass of the second before the
+	// first existed could have left) does not let the second's teardown delete what the
+	// first's domain attaches.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var refused infrav1.LibvirtMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(second), &refused); err != nil {
+			return err
+		}
+		refused.Status.Volumes = machineVolumes(&refused.Spec)
+		return s.env.Client.Status().Update(ctx, &refused)
+	}); err != nil {
+		t.Fatal(err)
 	}
 	s.deleteAndWait(ctx, t, second)
 	dom, err := s.host.DomainLookupByName(ctx, first.Spec.DomainName)
@@ -274,12 +290,17 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 	lost := s.machine(testNamespace, "audit-lost")
 	lost.UID = "4e1b7c2a-0000-4000-8000-00000000a0d1"
 	lost.Spec.DesiredPowerState = banlieuev1.PoweredOff
-	noRecord := func(context.Context, []string) error { return nil }
+	// No API object: the record lives in memory only, as the lost machine's did.
+	noRecord := volumeRecord{
+		add:     func(context.Context, []string) error { return nil },
+		drop:    func(context.Context, string) error { return nil },
+		refresh: func(context.Context) error { return nil },
+	}
 	if _, err := converge(ctx, s.host, lost, noRecord); err != nil {
 		t.Fatal(err)
 	}
 
-	orphans, err := Audit(ctx, s.host, s.env.Client)
+	orphans, err := Audit(ctx, s.host, s.env.Client, types.NamespacedName{Namespace: testNamespace, Name: "lab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,5 +385,31 @@ func (s *machineSuite) testHugeLibvirtError(ctx context.Context, t *testing.T) {
 	}
 	if err := s.env.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testRefusedCreateLeavesNoRecord: a file in the pool behind libvirt's back makes the create of
+// the machine's OS disk fail. The name leaves status.volumes, so the file — someone else's — is
+// not taken for the machine's by a later pass or by its teardown.
+func (s *machineSuite) testRefusedCreateLeavesNoRecord(ctx context.Context, t *testing.T) {
+	m := s.machine(testNamespace, "refused-create")
+	path := filepath.Join(s.lab.Dir, "pools", s.pool, diskVolume(m.Spec.DomainName, "os"))
+	if err := os.WriteFile(path, []byte("someone else's bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(path) })
+	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		return c != nil && c.Reason == ReasonReconcileFailed && strings.Contains(c.Message, "creating volume "+diskVolume(m.Spec.DomainName, "os"))
+	})
+	if slices.Contains(got.Status.Volumes, diskVolume(m.Spec.DomainName, "os")) {
+		t.Errorf("a name whose create libvirtd refused stays in status.volumes: %v", got.Status.Volumes)
+	}
+	s.deleteAndWait(ctx, t, got)
+	if b, err := os.ReadFile(path); err != nil || string(b) != "someone else's bytes" {
+		t.Errorf("the file under the machine's disk name was touched: %q %v", b, err)
 	}
 }

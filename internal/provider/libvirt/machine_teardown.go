@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -16,6 +17,10 @@ import (
 // belongs to the VMImage and other machines use it.
 func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) error {
 	s := &m.Spec
+	// attached are the disks of a domain of the machine's name that is someone else's. A name
+	// in the record proves the machine created a volume of that name once, not that the volume
+	// there now is the one: what another machine's domain uses is never deleted.
+	var attached []string
 	dom, err := c.DomainLookupByName(ctx, s.DomainName)
 	switch {
 	case err == nil:
@@ -23,10 +28,10 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		if err != nil {
 			return fmt.Errorf("teardown: %w", err)
 		}
-		if ownedBy(def, m) {
-			if err := removeDomain(ctx, c, dom); err != nil {
-				return err
-			}
+		if !ownedBy(def, m) {
+			attached = diskFiles(def)
+		} else if err := removeDomain(ctx, c, dom); err != nil {
+			return err
 		}
 	case !libvirt.IsNotFound(err):
 		return fmt.Errorf("teardown: looking domain %q up: %w", s.DomainName, err)
@@ -47,6 +52,9 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 			continue
 		} else if err != nil {
 			return fmt.Errorf("teardown: looking volume %q up: %w", name, err)
+		}
+		if slices.Contains(attached, vol.Key) {
+			continue
 		}
 		if err := c.StorageVolDelete(ctx, vol); err != nil && !libvirt.IsNotFound(err) {
 			return fmt.Errorf("teardown: deleting volume %q: %w", name, err)
