@@ -41,8 +41,8 @@ type ImportOptions struct {
 }
 
 // volumeName is the volume an import writes: --volume-name (an import Job passes
-// ArtifactVolumeName), else defaultVolumeName, `.iso` for an ISO source (SPEC §6 "Installer
-// ISOs"). The name is checked here, before anything touches the host.
+// ArtifactVolumeName), else defaultVolumeName, `.iso` for an ISO source
+// (docs/guides/libvirt-provider.md, "Running an import by hand"). The name is checked here, before anything touches the host.
 func (o ImportOptions) volumeName() (string, error) {
 	flag, name := "--volume-name", o.VolumeName
 	if name == "" {

@@ -53,7 +53,7 @@ func extension(iso bool) string {
 // pool. The hash is always there: sanitising merges names (`nvme_pool`, `nvme-pool`), cutting
 // merges long ones, and '-' also occurs inside the names joined (`a-b` on Provider `c` is `a`
 // on Provider `b-c`), so no name without it would be free of collisions. 63 characters at most
-// (SPEC §6 "Names capped with a hash").
+// (internal/naming.Capped).
 func ImportJobName(image, providerNamespace, provider, pool string) string {
 	sanitized := sanitize(strings.ToLower("import-"+image+"-"+provider+"-"+pool), isNameChar)
 	return withHash(sanitized, hashOf(hashChars, image, providerNamespace, provider, pool))

@@ -19,9 +19,9 @@ import (
 // anything longer is not a marker and must not be buffered.
 const maxMarker = 1024
 
-// markerName is the marker of volume (SPEC §6 "Imports never adopt a partial volume"). It is a
-// volume of its own so that it lives and dies with the pool, needs no host file access, and is
-// visible to an operator running virsh vol-list. It is the proof that banlieue created the
+// markerName is the marker of volume (docs/guides/libvirt-provider.md, "The two halves of a
+// `Url` import"). It is a volume of its own so that it lives and dies with the pool, needs no
+// host file access, and is visible to an operator running virsh vol-list. It is the proof that banlieue created the
 // volume, and records which artifact it holds and whether its upload finished.
 func markerName(volume string) string { return volume + ".sha256" }
 
