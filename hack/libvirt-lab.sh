@@ -2,7 +2,7 @@
 # hack/libvirt-lab.sh — a throw-away libvirtd speaking mutual TLS on 127.0.0.1:16514,
 # for banlieue's integration tests (no systemd, no KVM needed).
 #
-# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki [DIR]
+# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki|daemon-config [DIR]
 #        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
 #
 #   start             install missing Debian packages (apt-get update only when installing),
@@ -13,8 +13,10 @@
 #   restart-libvirtd  kill -9 libvirtd (a crash, not a clean stop) and start it again with the
 #                     same state; tests use it after killing the daemon mid-call.
 #   status            exit 0 when libvirtd answers on the TLS port.
-#   pki               only create DIR/pki (as start does; kept when present). hack/libvirt-matrix.sh
-#                     uses it for the libvirtds it runs in other Debian releases.
+#   pki               only create DIR/pki (as start does; kept when present).
+#   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does), for
+#                     TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
+#                     pki and daemon-config for the libvirtds it runs in other Debian releases.
 #
 # Contract other tests rely on (do not rename):
 #   DIR/env            shell `export` lines: BANLIEUE_LIBVIRT_LAB=DIR,
@@ -121,7 +123,9 @@ make_pki() {
 	chmod 600 "$pki"/clientkey.pem "$pki"/*/*key.pem
 }
 
-write_config() {
+# write_daemon_config — DIR/conf/libvirtd.conf (mutual TLS on $ADDR:$PORT with DIR/pki, unix
+# sockets root-only) and DIR/conf/virtlogd.conf, both logging into DIR/log.
+write_daemon_config() {
 	mkdir -p "$DIR/conf" "$DIR/log"
 	cat >"$DIR/conf/libvirtd.conf" <<-EOF
 		listen_tls = 1
@@ -140,6 +144,10 @@ write_config() {
 		log_outputs = "3:file:$DIR/log/libvirtd.log"
 	EOF
 	echo "log_outputs = \"3:file:$DIR/log/virtlogd.log\"" >"$DIR/conf/virtlogd.conf"
+}
+
+write_config() {
+	write_daemon_config
 	# QEMU runs as root in the lab: /dev/kvm here is root-only, and libvirt re-probes every
 	# QEMU binary on each capabilities call (seconds) while the probe and the configured
 	# user disagree about KVM. Only the private /etc/libvirt is touched, never the host's.
@@ -315,6 +323,12 @@ pki)
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
 	make_pki
+	;;
+daemon-config)
+	mkdir -p "$DIR"
+	DIR=$(cd "$DIR" && pwd)
+	PORT=${BANLIEUE_LIBVIRT_PORT:-$PORT}
+	write_daemon_config
 	;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2

@@ -197,24 +197,9 @@ build() {
 }
 
 write_config() {
-	mkdir -p "$DIR/conf" "$DIR/log" "$DIR/upper" "$DIR/work" "$DIR/root"
-	cat >"$DIR/conf/libvirtd.conf" <<-EOF
-		listen_tls = 1
-		listen_tcp = 0
-		listen_addr = "$ADDR"
-		tls_port = "$PORT"
-		auth_tls = "none"
-		ca_file = "$DIR/pki/cacert.pem"
-		cert_file = "$DIR/pki/server/servercert.pem"
-		key_file = "$DIR/pki/server/serverkey.pem"
-		unix_sock_group = "root"
-		unix_sock_ro_perms = "0700"
-		unix_sock_rw_perms = "0700"
-		auth_unix_ro = "none"
-		auth_unix_rw = "none"
-		log_outputs = "3:file:$DIR/log/libvirtd.log"
-	EOF
-	echo "log_outputs = \"3:file:$DIR/log/virtlogd.log\"" >"$DIR/conf/virtlogd.conf"
+	mkdir -p "$DIR/upper" "$DIR/work" "$DIR/root"
+	# The lab's own daemon configuration, on this release's port.
+	BANLIEUE_LIBVIRT_PORT=$PORT "$REPO/hack/libvirt-lab.sh" daemon-config "$DIR"
 	# QEMU runs as root, as in the lab (see hack/libvirt-lab.sh).
 	printf 'user = "root"\ngroup = "root"\n' >"$DIR/conf/qemu.conf"
 	cat >"$DIR/env" <<-EOF
