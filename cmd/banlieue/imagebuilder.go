@@ -18,7 +18,7 @@ import (
 	"banlieue.io/banlieue/internal/operator"
 )
 
-// newImagebuilderCommand is `banlieue imagebuilder` (SPEC §1.4) and its one-shot `build`.
+// newImagebuilderCommand is `banlieue imagebuilder` (docs/operations.md, "Role-specific flags") and its one-shot `build`.
 func newImagebuilderCommand() *cobra.Command {
 	var (
 		buildNamespace, buildImage, artifactsPVC string

@@ -20,7 +20,7 @@ import (
 )
 
 // providerLibvirtOptions are the flags of `banlieue provider libvirt` beyond the common ones
-// (SPEC §1.3).
+// (docs/operations.md, "Role-specific flags").
 type providerLibvirtOptions struct {
 	providerName         string
 	buildNamespace       string

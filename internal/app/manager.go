@@ -21,7 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// Lease timings of every role (SPEC §1.6).
+// Lease timings of every role (docs/operations.md).
 const (
 	LeaseDuration = 15 * time.Second
 	RenewDeadline = 10 * time.Second
@@ -94,7 +94,7 @@ func metricsAddress(port int) string {
 	return ":" + strconv.Itoa(port)
 }
 
-// newLeaseLock exists because controller-runtime derives the holder identity itself; SPEC §1.2
+// newLeaseLock exists because controller-runtime derives the holder identity itself; docs/operations.md, "Common flags"
 // wants POD_NAME so an operator can tell from the Lease which pod leads.
 func newLeaseLock(cfg *rest.Config, opts Options) (resourcelock.Interface, error) {
 	clientset, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))

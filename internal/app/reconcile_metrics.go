@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// The reconcile series every banlieue controller reports (SPEC §1.6).
+// The reconcile series every banlieue controller reports (docs/operations.md).
 var (
 	reconcileTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "banlieue_reconcile_total",

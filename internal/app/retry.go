@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// ErrorRetry is SPEC §5's error policy: a failed pass is retried after this long.
+// ErrorRetry is the error policy of docs/operations.md, "Requeue intervals": a failed pass is retried after this long.
 const ErrorRetry = 5 * time.Second
 
 // ErrorRateLimiter retries a failed reconcile after a flat ErrorRetry instead of

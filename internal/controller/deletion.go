@@ -54,7 +54,7 @@ func deletionProgress(ns, name string, results []kindPresence) (done bool, waiti
 	return false, "deletion waits: " + strings.Join(parts, "; ")
 }
 
-// finalize deletes the VM's machines and releases the VM once all are gone (SPEC §3.7).
+// finalize deletes the VM's machines and releases the VM once all are gone (docs/guides/libvirt-provider.md, "8. Delete a VM").
 func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.VirtualMachine) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(vm, FinalizerVirtualMachine) {
 		return ctrl.Result{}, nil

@@ -6,7 +6,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// PlacementValid reasons (SPEC §3.4 step 6), in the order drift is checked.
+// PlacementValid reasons (docs/guides/libvirt-provider.md, "7. Run a VM"), in the order drift is checked.
 const (
 	ReasonProviderChanged       = "ProviderChanged"
 	ReasonFailureDomainChanged  = "FailureDomainChanged"

@@ -10,7 +10,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// VMImage Ready reasons (SPEC §3.3 C).
+// VMImage Ready reasons (docs/guides/libvirt-provider.md, "6. Get an image onto the host").
 const (
 	ReasonNoProviders = "NoProviders"
 	ReasonNotReady    = "NotReady"

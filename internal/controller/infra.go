@@ -31,7 +31,7 @@ type buildInput struct {
 	Existing client.Object
 }
 
-// infraView is what the mirror reads of any backend's machine (SPEC §3.6), so mirroring does
+// infraView is what the mirror reads of any backend's machine (docs/guides/libvirt-provider.md, "Who does what"), so mirroring does
 // not depend on a backend's types.
 type infraView struct {
 	Ready          *metav1.Condition

@@ -23,7 +23,7 @@ var libvirtKind = infraKind{
 	view:      func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
 }
 
-// buildLibvirtMachine is the LibvirtMachine of a scheduled VM (SPEC §3.4 step 8). spec.providerID
+// buildLibvirtMachine is the LibvirtMachine of a scheduled VM (docs/guides/libvirt-provider.md, "7. Run a VM"). spec.providerID
 // is left empty on purpose: the provider owns it, and an applied empty value would not be sent.
 func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	vm, class, d := in.VM, in.Class, in.Decision

@@ -12,7 +12,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// VM phases of banlieue_virtualmachines (SPEC §1.6), in the order they are derived.
+// VM phases of banlieue_virtualmachines (docs/operations.md), in the order they are derived.
 var vmPhases = []string{"Deleting", "Paused", "Ready", "Provisioning", "Pending"}
 
 // vmPhase is the first phase that applies to vm.

@@ -16,7 +16,7 @@ const (
 	conditionGuestReady          = "GuestReady"
 )
 
-// Aggregate Ready and InfrastructureReady reasons (SPEC §3.6).
+// Aggregate Ready and InfrastructureReady reasons (docs/guides/libvirt-provider.md, "Who does what").
 const (
 	ReasonReconciled             = "Reconciled"
 	ReasonScheduling             = "Scheduling"
@@ -26,7 +26,7 @@ const (
 )
 
 // mirror copies the machine's observed state into the VM's status and recomputes the aggregate
-// Ready (SPEC §3.6). Conditions go through meta.SetStatusCondition so an unchanged one keeps its
+// Ready (docs/guides/libvirt-provider.md, "Who does what"). Conditions go through meta.SetStatusCondition so an unchanged one keeps its
 // lastTransitionTime and a repeated pass writes nothing.
 func mirror(status *banlieuev1.VirtualMachineStatus, infra infraView, generation int64) {
 	status.Initialization = infra.Initialization.DeepCopy()

@@ -17,7 +17,7 @@ func installMode(image *banlieuev1.VMImage) banlieuev1.InstallMode {
 	return image.Spec.Template.InstallMode
 }
 
-// imageClassMismatch explains why class and image cannot be paired (SPEC §3.4 step 3), or
+// imageClassMismatch explains why class and image cannot be paired (docs/guides/libvirt-provider.md, "7. Run a VM"), or
 // returns "". A vTPM on a copy of a shared disk would share sealed state between VMs, so a TPM
 // class needs an image every VM installs for itself.
 func imageClassMismatch(class *banlieuev1.VMClass, image *banlieuev1.VMImage) string {

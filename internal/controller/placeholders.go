@@ -7,7 +7,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// renderUserData substitutes the user-data placeholders (SPEC §3.4 step 7). Values come from the
+// renderUserData substitutes the user-data placeholders (docs/guides/libvirt-provider.md, "7. Run a VM"). Values come from the
 // first networkOverrides entry, so a pool member's address reaches its guest; without one they
 // are empty. The replacement is a single pass, so a value that itself looks like a placeholder
 // is never expanded again.
@@ -30,7 +30,7 @@ func renderUserData(text, vmName string, overrides []banlieuev1.NetworkOverride)
 }
 
 // fqdn qualifies name with domain unless it already is; the trailing dot for an empty domain is
-// what the SPEC asks for, a rooted name that says "no domain known".
+// what docs/guides/cloud-init-on-libvirt.md describes (`<name>.`), a rooted name that says "no domain known".
 func fqdn(name, domain string) string {
 	if domain != "" && strings.HasSuffix(strings.ToLower(name), "."+strings.ToLower(domain)) {
 		return name

@@ -14,7 +14,7 @@ import (
 )
 
 // FinalizerProviderInUse keeps a Provider while machines reference it: the provider needs the
-// Provider's credentials to tear a machine down (SPEC §6).
+// Provider's credentials to tear a machine down (docs/decisions.md).
 const FinalizerProviderInUse = "banlieue.io/provider-in-use"
 
 // providerRefIndex indexes LibvirtMachines by spec.providerRef.name.

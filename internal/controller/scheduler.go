@@ -8,7 +8,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Scheduled condition reasons (SPEC §5).
+// Scheduled condition reasons (the troubleshooting tables of docs/guides).
 const (
 	ReasonScheduled               = "Scheduled"
 	ReasonNoProviderMatched       = "NoProviderMatched"
@@ -82,7 +82,7 @@ type candidate struct {
 	fd       banlieuev1.FailureDomain
 }
 
-// schedule places a VM (SPEC §3.4 step 4). It is pure: the same input always gives the same
+// schedule places a VM (docs/guides/libvirt-provider.md, "7. Run a VM"). It is pure: the same input always gives the same
 // answer, which is what lets the reconciler run it on every pass and detect drift.
 func schedule(in scheduleInput) (decision, error) {
 	var placement banlieuev1.Placement
@@ -181,8 +181,8 @@ func schedule(in scheduleInput) (decision, error) {
 	}, nil
 }
 
-// rejectFailureDomain runs filters a and c–g of SPEC §3.4 step 4.2 on one failure domain (b,
-// the image, is per Provider). The first failing filter explains the rejection.
+// rejectFailureDomain runs the scheduler's filters (docs/guides/libvirt-provider.md, "7. Run a VM") on one failure domain (the image
+// filter is per Provider). The first failing filter explains the rejection.
 func rejectFailureDomain(sel *banlieuev1.LabelSelector, class *banlieuev1.VMClass,
 	fd banlieuev1.FailureDomain) (rejectKind, string) {
 	attrs := fd.Attributes
@@ -213,7 +213,7 @@ func rejectFailureDomain(sel *banlieuev1.LabelSelector, class *banlieuev1.VMClas
 	return rejectOther, ""
 }
 
-// imageRow is the image's row for p. Rows are matched on name and namespace (SPEC §6): two
+// imageRow is the image's row for p. Rows are matched on name and namespace (docs/decisions.md): two
 // namespaces may each hold a Provider of the same name on different hosts.
 func imageRow(image *banlieuev1.VMImage, p *banlieuev1.Provider) *banlieuev1.ProviderImageStatus {
 	for i := range image.Status.PerProvider {
@@ -254,7 +254,7 @@ func otherScheduled(vm *banlieuev1.VirtualMachine, siblings []banlieuev1.Virtual
 
 // blockedBy returns the first required rule that excludes fd. The blocked values are sibling
 // failure-domain names compared with the FD's topologyKey label, the v1 approximation of
-// SPEC §3.4 step 4.3.
+// docs/guides/libvirt-provider.md, "7. Run a VM"
 func blockedBy(rules []banlieuev1.AntiAffinityRule, fd banlieuev1.FailureDomain,
 	siblings []banlieuev1.VirtualMachine) (banlieuev1.AntiAffinityRule, bool) {
 	for _, rule := range rules {

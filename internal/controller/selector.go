@@ -6,7 +6,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// matches reports whether labels satisfy sel. banlieue has its own selector type (SPEC §2), so
+// matches reports whether labels satisfy sel. banlieue has its own selector type (docs/reference/api.md), so
 // this mirrors metav1.LabelSelector semantics without its validation: a nil selector matches
 // everything, an empty one too, and an unknown operator matches nothing so a typo never widens
 // a placement.

@@ -23,10 +23,10 @@ import (
 )
 
 // FieldManager owns the VM status, the infrastructure machines' specs and VMImage
-// status.conditions (SPEC §1.6).
+// status.conditions (docs/architecture.md, "Field managers (server-side apply)").
 const FieldManager = "banlieue.io/controller"
 
-// Requeue intervals (SPEC: default, error, long).
+// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
 const (
 	requeueDefault = 30 * time.Second
 	requeueError   = 5 * time.Second

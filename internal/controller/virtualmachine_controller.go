@@ -30,7 +30,7 @@ const (
 	migrationManual    = "manual"
 )
 
-// virtualMachineReconciler turns a VirtualMachine into its backend's machine (SPEC §3.4).
+// virtualMachineReconciler turns a VirtualMachine into its backend's machine (docs/guides/libvirt-provider.md, "7. Run a VM").
 type virtualMachineReconciler struct {
 	client client.Client
 	// apiReader reads what must not come from the cache: userData sources (get-only RBAC) and
@@ -161,7 +161,7 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return r.writeStatus(ctx, &vm, status, requeueDefault)
 }
 
-// drifted handles a placement that no longer matches the existing machine (SPEC §3.4 step 6).
+// drifted handles a placement that no longer matches the existing machine (docs/guides/libvirt-provider.md, "7. Run a VM").
 func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
 	next banlieuev1.ScheduledPlacement) (ctrl.Result, error) {

@@ -13,7 +13,7 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// vmImageReconciler publishes a VMImage's aggregate Ready (SPEC §3.3 C).
+// vmImageReconciler publishes a VMImage's aggregate Ready (docs/guides/libvirt-provider.md, "6. Get an image onto the host").
 type vmImageReconciler struct {
 	client client.Client
 }

@@ -47,12 +47,12 @@ const (
 	buildBackoffLimit = 2
 )
 
-// BuildJobName is `build-<vmimage>`, capped at 63 with a hash suffix (SPEC §6).
+// BuildJobName is `build-<vmimage>`, capped at 63 with a hash suffix (docs/decisions.md).
 func BuildJobName(vmimage string) string {
 	return naming.Capped("build-" + vmimage)
 }
 
-// urlSource is the first Url source with importFrom set (SPEC §3.3 A.1), whatever its provider
+// urlSource is the first Url source with importFrom set (docs/guides/libvirt-provider.md, "6. Get an image onto the host"), whatever its provider
 // class: the artifact is the same for every backend.
 func urlSource(img *banlieuev1.VMImage) (banlieuev1.ImageSource, bool) {
 	for _, s := range img.Spec.Sources {
@@ -85,7 +85,7 @@ var compressionSuffixes = []string{".gz", ".xz", ".zst"}
 
 // urlKind guesses the artifact kind from importFrom's path before anything is downloaded: the
 // output file must be named before the build runs, and the provider names the imported volume
-// after the file (`<vmimage>.iso` for an ISO, SPEC §6 "Installer ISOs"). The build reports the
+// after the file (`<vmimage>.iso` for an ISO, docs/decisions.md, "Installer ISOs"). The build reports the
 // real kind; a wrong guess is corrected by one more build (outputKindMismatch).
 func urlKind(importFrom string) banlieuev1.ArtifactKind {
 	if !strings.Contains(importFrom, "://") {
@@ -125,7 +125,7 @@ type jobSpec struct {
 	Tolerations    []corev1.Toleration
 }
 
-// buildJob is the build Job of SPEC §3.3 A.2, with the import Job's security posture: it passes
+// buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
 // the build namespace's `restricted` audit and warn levels.
 func buildJob(s jobSpec) *batchv1.Job {
 	labels := map[string]string{

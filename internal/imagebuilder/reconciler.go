@@ -21,13 +21,13 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// FieldManager owns status.buildArtifact and the build Jobs (SPEC §1.6).
+// FieldManager owns status.buildArtifact and the build Jobs (docs/architecture.md, "Field managers (server-side apply)").
 const FieldManager = "banlieue.io/imagebuilder"
 
 // ControllerName names the controller in logs and in the banlieue_reconcile_* series.
 const ControllerName = "imagebuilder"
 
-// Requeue intervals (SPEC: default, long); the error policy is app.ErrorRateLimiter.
+// Requeue intervals: default, long (docs/operations.md, "Requeue intervals"); the error policy is app.ErrorRateLimiter.
 const (
 	requeueDefault = 30 * time.Second
 	requeueLong    = 300 * time.Second
@@ -40,7 +40,7 @@ const reconcileTimeout = 30 * time.Second
 const jobNameLabel = "batch.kubernetes.io/job-name"
 
 // Reconciler runs one build Job per VMImage with a Url source and mirrors it into
-// status.buildArtifact (SPEC §3.3 A). It never touches image data: the Job does.
+// status.buildArtifact (docs/guides/libvirt-provider.md, "6. Get an image onto the host"). It never touches image data: the Job does.
 type Reconciler struct {
 	Client client.Client
 	// APIReader lists a finished Job's pods for their termination message. Uncached on

@@ -13,7 +13,7 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 )
 
-// buildArtifact.reason values (SPEC §5).
+// buildArtifact.reason values (the troubleshooting tables of docs/guides).
 const (
 	ReasonPending     = "Pending"
 	ReasonBuilding    = "Building"
@@ -32,7 +32,7 @@ func invalidSourceArtifact(kind banlieuev1.ArtifactKind, err error) *banlieuev1.
 }
 
 // mirror maps a Job and, once it finished, its pod's termination message onto buildArtifact
-// (SPEC §3.3 A.4). A successful build's message is its JSON result; a failed one's is the error.
+// (docs/guides/libvirt-provider.md, "6. Get an image onto the host"). A successful build's message is its JSON result; a failed one's is the error.
 func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact {
 	a := &banlieuev1.BuildArtifact{
 		Kind:   jobKind(job),

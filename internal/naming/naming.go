@@ -18,7 +18,7 @@ const keep = 54
 // Capped returns name unchanged when it fits in MaxLength. Otherwise it keeps the first 54
 // characters, trims trailing dashes and appends "-" and the FNV-1a-32 hash of the full name, so
 // two long names that share a prefix still differ and the same input always maps to the same
-// name (SPEC §6 "Names capped with a hash").
+// name (docs/decisions.md, "Names capped with a hash").
 func Capped(name string) string {
 	if len(name) <= MaxLength {
 		return name

@@ -11,7 +11,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Fixed shape of the provider pod (SPEC §3.2 step 5).
+// Fixed shape of the provider pod (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
 const (
 	containerName      = "provider"
 	metricsPort        = 8080

@@ -6,7 +6,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Label keys and fixed values on every workload object (SPEC §3.2).
+// Label keys and fixed values on every workload object (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
 const (
 	LabelName              = "app.kubernetes.io/name"
 	LabelComponent         = "app.kubernetes.io/component"

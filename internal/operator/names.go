@@ -2,7 +2,7 @@ package operator
 
 import "banlieue.io/banlieue/internal/naming"
 
-// Names of the objects of one Provider's workload (SPEC §3.2). Every name is capped at 63
+// Names of the objects of one Provider's workload (docs/guides/libvirt-provider.md, "5. What the operator creates for it"). Every name is capped at 63
 // characters because the workload name is also the value of app.kubernetes.io/instance.
 
 // workloadName names the namespaced objects: banlieue-provider-<class>-<provider>.
@@ -17,7 +17,8 @@ func clusterScopedName(class, providerNamespace, provider string) string {
 }
 
 // importName names the Role and RoleBinding granted to the import Jobs. The suffix is added after
-// capping, as the SPEC spells it (<workloadName>-import); Role names allow 253 characters.
+// capping, as docs/guides/libvirt-provider.md ("5. What the operator creates for it") spells it
+// (<workloadName>-import); Role names allow 253 characters.
 func importName(workload string) string {
 	return workload + "-import"
 }

@@ -14,7 +14,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Defaults of Options (SPEC §1.5).
+// Defaults of Options (docs/operations.md, "Role-specific flags").
 const (
 	DefaultNamespace      = "banlieue-system"
 	DefaultBuildNamespace = "banlieue-imagebuild"
@@ -31,7 +31,7 @@ type Options struct {
 	// each Provider (default banlieue-imagebuild).
 	BuildNamespace string
 	// BuildNodeSelector is accepted for symmetry with the imagebuilder but not forwarded: the
-	// libvirt provider has no node-selector flag for import Jobs, on purpose (SPEC §1.3).
+	// libvirt provider has no node-selector flag for import Jobs, on purpose (docs/operations.md, "Role-specific flags").
 	BuildNodeSelector map[string]string
 	// BuildTolerations are forwarded to every provider as --build-toleration.
 	BuildTolerations []corev1.Toleration

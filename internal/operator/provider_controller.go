@@ -19,7 +19,7 @@ import (
 // is gone.
 const Finalizer = "banlieue.io/provider-workload"
 
-// Event reasons on the Provider (SPEC §5).
+// Event reasons on the Provider (the troubleshooting tables of docs/guides).
 const (
 	ReasonWorkloadApplied       = "WorkloadApplied"
 	ReasonWorkloadPruned        = "WorkloadPruned"
@@ -28,7 +28,7 @@ const (
 	ReasonProviderClassNotFound = "ProviderClassNotFound"
 )
 
-// providerReconciler turns a Provider into its workload (SPEC §3.2).
+// providerReconciler turns a Provider into its workload (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
 type providerReconciler struct {
 	client client.Client
 	// apiReader lists workload objects by label in every namespace without caching every

@@ -19,7 +19,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// ProviderClass Ready condition (SPEC §2.2).
+// ProviderClass Ready condition (docs/reference/api.md).
 const (
 	ConditionReady            = "Ready"
 	ReasonReady               = "Ready"
@@ -86,7 +86,7 @@ func readyCondition(class *banlieuev1.ProviderClass, hasClusterRole bool) metav1
 	return c
 }
 
-// applyStatus sends the whole status, so fields it no longer holds are dropped (SPEC §1.6).
+// applyStatus sends the whole status, so fields it no longer holds are dropped (docs/architecture.md, "Field managers (server-side apply)").
 func (r *providerClassReconciler) applyStatus(ctx context.Context, class *banlieuev1.ProviderClass, status banlieuev1.ProviderClassStatus) error {
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {

@@ -20,10 +20,10 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// FieldManager owns every object and status field the operator writes (SPEC §1.6).
+// FieldManager owns every object and status field the operator writes (docs/architecture.md, "Field managers (server-side apply)").
 const FieldManager = "banlieue.io/operator"
 
-// requeueDefault is SPEC's "requeue default"; the error policy is app.ErrorRateLimiter.
+// requeueDefault is the default interval of docs/operations.md, "Requeue intervals"; the error policy is app.ErrorRateLimiter.
 const requeueDefault = 30 * time.Second
 
 // classRefIndex indexes Providers by spec.providerClassRef.name so a class maps to its Providers

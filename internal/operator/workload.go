@@ -44,7 +44,7 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 	return p.Namespace
 }
 
-// desiredWorkload builds the workload of p under class (SPEC §3.2 step 4).
+// desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
 func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
 	name := workloadName(class.Name, p.Name)
 	imp, build := importName(name), buildName(name)
@@ -81,7 +81,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 	}
 }
 
-// objects are the workload's objects in the order SPEC §3.2 applies them: identities and grants
+// objects are the workload's objects in the order docs/guides/libvirt-provider.md, "5. What the operator creates for it" applies them: identities and grants
 // before the Deployment, so its pods never start without their permissions.
 func (w workload) objects() []applyObject {
 	return []applyObject{w.serviceAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,

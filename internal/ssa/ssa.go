@@ -1,5 +1,5 @@
 // Package ssa writes banlieue's objects and statuses with server-side apply, each role under its
-// own field manager, always forcing ownership (SPEC §1.6).
+// own field manager, always forcing ownership (docs/architecture.md, "Field managers (server-side apply)").
 package ssa
 
 import (

@@ -583,7 +583,7 @@ func buildRole(t *testing.T) *rbacv1.Role {
 	}
 }
 
-// providerRole is the per-Provider Role of SPEC §3.2 in the Provider's namespace.
+// providerRole is the per-Provider Role of docs/guides/libvirt-provider.md, "5. What the operator creates for it" in the Provider's namespace.
 func providerRole() *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p", Namespace: tenantNS},

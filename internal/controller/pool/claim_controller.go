@@ -16,7 +16,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Claim condition type and reasons (SPEC §3.9, §5).
+// Claim condition type and reasons (docs/guides/virtualmachine-pools.md).
 const (
 	ConditionBound          = "Bound"
 	ReasonBound             = "Bound"
@@ -28,7 +28,7 @@ const (
 )
 
 // claimReconciler binds a VirtualMachineClaim to one Ready member of its pool, holds it for the
-// TTL and then destroys it (SPEC §3.9).
+// TTL and then destroys it (docs/guides/virtualmachine-pools.md).
 type claimReconciler struct {
 	client client.Client
 	// apiReader answers the questions a stale cache must not: is a member already labelled
@@ -294,7 +294,7 @@ func (r *claimReconciler) deleteMembers(ctx context.Context, vms []banlieuev1.Vi
 }
 
 // patchStatus merge-patches the claim's status after mutate, skipping the request when nothing
-// changed. Claim status has no field manager (SPEC §1.6).
+// changed. Claim status has no field manager (docs/architecture.md, "Field managers (server-side apply)").
 func (r *claimReconciler) patchStatus(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
 	mutate func(*banlieuev1.VirtualMachineClaimStatus)) error {
 	orig := claim.DeepCopy()
@@ -340,7 +340,7 @@ func untilExpiry(claim *banlieuev1.VirtualMachineClaim, now time.Time) time.Dura
 	return requeueDefault
 }
 
-// conflictOr turns a lost optimistic race into the short requeue of SPEC §3.9; any other error
+// conflictOr turns a lost optimistic race into the short requeue of docs/guides/virtualmachine-pools.md; any other error
 // goes to the error policy.
 func conflictOr(err error) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {

@@ -4,7 +4,7 @@ import (
 	"sort"
 )
 
-// claimStep is what a claim reconcile does (SPEC §3.9 step 2).
+// claimStep is what a claim reconcile does (docs/guides/virtualmachine-pools.md).
 type claimStep int
 
 const (

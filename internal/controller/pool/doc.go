@@ -1,4 +1,4 @@
-// Package pool runs VirtualMachinePools and VirtualMachineClaims (SPEC §3.8, §3.9).
+// Package pool runs VirtualMachinePools and VirtualMachineClaims (docs/guides/virtualmachine-pools.md).
 //
 // A pool keeps warm members, ordinary VirtualMachines it owns, so a consumer does not wait out
 // provisioning; a claim takes one Ready member away from its pool for a while. The pool decides

@@ -11,7 +11,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// memberPhase is what a member is to its pool (SPEC §3.8 step 3).
+// memberPhase is what a member is to its pool (docs/guides/virtualmachine-pools.md).
 type memberPhase int
 
 const (

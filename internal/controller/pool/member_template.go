@@ -11,7 +11,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// newMember builds a member of pool from its template (SPEC §3.8 step 6). With addressing, the
+// newMember builds a member of pool from its template (docs/guides/virtualmachine-pools.md). With addressing, the
 // drawn address replaces any template override for addressing.interface and goes first, because
 // user-data placeholders (${IP} and friends) read the first override.
 func newMember(pool *banlieuev1.VirtualMachinePool, revision string, address netip.Addr, scheme *runtime.Scheme) (*banlieuev1.VirtualMachine, error) {

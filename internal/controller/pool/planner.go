@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Why the planner deletes a member; logged with the deletion (SPEC §3.8 step 5).
+// Why the planner deletes a member; logged with the deletion (docs/guides/virtualmachine-pools.md).
 const (
 	reasonProvisioningTimeout = "ProvisioningTimeout"
 	reasonStaleImage          = "StaleImage"

@@ -23,7 +23,7 @@ const (
 	defaultProvisioningTimeout = 1800
 )
 
-// poolReconciler keeps a VirtualMachinePool's warm members (SPEC §3.8).
+// poolReconciler keeps a VirtualMachinePool's warm members (docs/guides/virtualmachine-pools.md).
 type poolReconciler struct {
 	client client.Client
 	// apiReader lists members: a cache that has not yet seen the members the last pass created

@@ -9,7 +9,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Pool condition types and reasons (SPEC §3.8, §5).
+// Pool condition types and reasons (docs/guides/virtualmachine-pools.md).
 const (
 	ConditionWarm               = "Warm"
 	ConditionCapacity           = "Capacity"
@@ -25,7 +25,7 @@ type blockage struct {
 	Reason, Message string
 }
 
-// blockedBy is the first blockage that applies (SPEC §3.8 step 7). A readiness signal no member
+// blockedBy is the first blockage that applies (docs/guides/virtualmachine-pools.md). A readiness signal no member
 // reports comes first: it is a misconfiguration no amount of capacity fixes.
 func blockedBy(members []member, readiness banlieuev1.PoolReadiness, p plan) blockage {
 	signalled := false

@@ -18,10 +18,10 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// FieldManager owns pool status (SPEC §1.6). Claim status has no manager: it is merge-patched.
+// FieldManager owns pool status (docs/architecture.md, "Field managers (server-side apply)"). Claim status has no manager: it is merge-patched.
 const FieldManager = "banlieue.io/pool-controller"
 
-// Member labels, annotations and the claim finalizer (SPEC §2.7, §2.8).
+// Member labels, annotations and the claim finalizer (docs/reference/api.md).
 const (
 	LabelPool                    = "banlieue.io/pool"
 	LabelPoolImageRevision       = "banlieue.io/pool-image-revision"
@@ -31,7 +31,8 @@ const (
 	FinalizerClaimProtection     = "banlieue.io/claim-protection"
 )
 
-// Requeue intervals: SPEC default and long (errors: app.ErrorRateLimiter), and the claim's own short ones (§3.9).
+// Requeue intervals: default and long (docs/operations.md, "Requeue intervals"; errors: app.ErrorRateLimiter), and the
+// claim's own short ones (docs/guides/virtualmachine-pools.md).
 const (
 	requeueDefault       = 30 * time.Second
 	requeueLong          = 300 * time.Second

@@ -40,7 +40,7 @@ type domainInputs struct {
 	macs []string
 }
 
-// renderDomain builds the domain definition of SPEC §3.5.1. libvirtxml escapes markup; control
+// renderDomain builds the domain definition of docs/guides/libvirt-provider.md, "The domain definition". libvirtxml escapes markup; control
 // characters are refused rather than silently replaced, so a definition never differs from the
 // spec it came from.
 func renderDomain(in domainInputs) (string, error) {

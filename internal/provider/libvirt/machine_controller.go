@@ -40,7 +40,7 @@ type MachineReconciler struct {
 	Connections *hostconn.Pool
 	// ProviderName, when set, limits this process to the machines of one Provider.
 	ProviderName string
-	// Resync is how often a machine is looked at again; zero means the SPEC's intervals.
+	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
 }
 

@@ -43,7 +43,7 @@ type volumeRecord struct {
 	refresh func(ctx context.Context) error
 }
 
-// converge makes the host match the machine (SPEC §3.5 step 4). It is idempotent: every step
+// converge makes the host match the machine (docs/guides/libvirt-provider.md, "7. Run a VM"). It is idempotent: every step
 // looks before it creates, and existing volumes are reused as they are. Nothing on the host is
 // created or changed before the machine has proven it may: its domain name is free or holds
 // this machine's own domain, and each of its volume names is free or recorded as its own.

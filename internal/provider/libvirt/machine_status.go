@@ -30,7 +30,7 @@ const (
 	ReasonVolumeNameConflict = "VolumeNameConflict"
 )
 
-// succeededStatus is the machine's status after a converge pass (SPEC §3.5 step 5a). It starts
+// succeededStatus is the machine's status after a converge pass (docs/guides/libvirt-provider.md, "7. Run a VM"). It starts
 // from the existing status so sticky fields and other conditions survive.
 func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()

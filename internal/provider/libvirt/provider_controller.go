@@ -36,7 +36,7 @@ const FieldManager = "banlieue.io/provider-libvirt"
 // ClassName is the ProviderClass this backend serves.
 const ClassName = "libvirt"
 
-// Requeue intervals (SPEC: default, error, long).
+// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
 const (
 	requeueDefault = 30 * time.Second
 	requeueError   = 5 * time.Second

@@ -49,7 +49,7 @@ type volumeSpec struct {
 	backingFormat string
 }
 
-// renderVolume builds the volume XML of SPEC §3.5.1 after validating every value in it.
+// renderVolume builds the volume XML of docs/guides/libvirt-provider.md, "The domain definition" after validating every value in it.
 func renderVolume(v volumeSpec) (string, error) {
 	if err := checkVolumeName(v.name); err != nil {
 		return "", err

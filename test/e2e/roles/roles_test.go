@@ -1,6 +1,6 @@
 // Package roles runs the real banlieue binary's long-running roles against a real API server and
 // checks what every role promises from outside: health endpoints, metrics, leader election with
-// the SPEC's lease timings, and log formats.
+// the lease timings of docs/operations.md ("Leader election"), and log formats.
 package roles
 
 import (

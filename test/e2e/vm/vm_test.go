@@ -202,7 +202,7 @@ func (s *suite) checkMachine(ctx context.Context, t *testing.T, vm *banlieuev1.V
 	}
 }
 
-// checkDomainXML compares the definition with SPEC §3.5.1.
+// checkDomainXML compares the definition with docs/guides/libvirt-provider.md, "The domain definition".
 func (s *suite) checkDomainXML(t *testing.T, def *libvirtxml.Domain, domName string, want checks) {
 	t.Helper()
 	// libvirt reads memory back in KiB whatever unit it was defined in.

@@ -67,7 +67,7 @@ type Importer struct {
 	Progress func(total int64) libvirt.Progress
 }
 
-// Import performs SPEC §3.3 "Import subcommand". The source and its checksum are verified before
+// Import performs docs/guides/libvirt-provider.md, "6. Get an image onto the host". The source and its checksum are verified before
 // anything touches the API server or the host, so a bad artifact leaves no trace. An imported
 // volume is immutable: machines' overlays back onto it, so the import never deletes or rewrites
 // a volume that its marker does not prove to be this artifact's interrupted import (prepare).

@@ -52,7 +52,7 @@ type importJobSpec struct {
 	Tolerations    []corev1.Toleration
 }
 
-// importJob is the import Job of SPEC §3.3 "Import Job manifest".
+// importJob is the import Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host".
 func importJob(s importJobSpec) *batchv1.Job {
 	artifact := s.Image.Status.BuildArtifact
 	labels := map[string]string{

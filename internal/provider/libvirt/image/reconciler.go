@@ -30,7 +30,7 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// Requeue intervals (SPEC: default, error, long).
+// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
 const (
 	requeueDefault = 30 * time.Second
 	requeueError   = 5 * time.Second
@@ -42,14 +42,14 @@ const (
 const reconcileTimeout = 2 * time.Minute
 
 // Reconciler publishes the libvirt perProvider rows of every VMImage and runs the import Jobs
-// of Url sources (SPEC §3.3 B). It never moves image data itself: that is the Jobs' work.
+// of Url sources (docs/guides/libvirt-provider.md, "6. Get an image onto the host"). It never moves image data itself: that is the Jobs' work.
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads Provider Secrets and ConfigMaps uncached (the provider may only get
 	// them by name) for the BackingFile volume check.
 	APIReader   client.Reader
 	Connections *hostconn.Pool
-	// ProviderName, when set, restricts the controller to that Provider's row (SPEC §6 "One
+	// ProviderName, when set, restricts the controller to that Provider's row (docs/decisions.md, "One
 	// provider process per Provider").
 	ProviderName string
 	// BuildNamespace holds the artifacts PVC and the import Jobs.

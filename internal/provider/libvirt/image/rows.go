@@ -11,7 +11,7 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 )
 
-// Reasons of a perProvider row and its zones (SPEC §5).
+// Reasons of a perProvider row and its zones (the troubleshooting tables of docs/guides).
 const (
 	ReasonReconciled            = "Reconciled"
 	ReasonBuildPending          = "BuildPending"
