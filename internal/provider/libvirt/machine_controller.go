@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,8 @@ type MachineReconciler struct {
 	Connections *hostconn.Pool
 	// ProviderName, when set, limits this process to the machines of one Provider.
 	ProviderName string
+	// startingUp holds when each machine's domain was first seen "starting up" (stuckStart).
+	startingUp sync.Map
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
 }
@@ -105,10 +108,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 
-	obs, err := converge(ctx, c, &m, r.volumeRecord(&m))
+	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), r.stuckStart(m.UID))
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}
+	r.startingUp.Delete(m.UID) // a converged pass ends any "starting up" sighting
 	if err := r.setProviderID(ctx, &m, p.Name, obs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -157,6 +161,23 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 			m.Status.Volumes = live.Status.Volumes
 			return nil
 		},
+	}
+}
+
+// startingUpLimit is longer than any start of a domain takes, emulated ones included.
+const startingUpLimit = 60 * time.Second
+
+// stuckStart returns converge's test for a start libvirtd lost: true once the machine's domain
+// has been seen "starting up" for startingUpLimit. The first sighting is kept in memory; a
+// restarted provider waits the limit again, which errs on the side of waiting.
+func (r *MachineReconciler) stuckStart(uid types.UID) func() bool {
+	return func() bool {
+		first, _ := r.startingUp.LoadOrStore(uid, time.Now())
+		if time.Since(first.(time.Time)) < startingUpLimit {
+			return false
+		}
+		r.startingUp.Delete(uid)
+		return true
 	}
 }
 

@@ -47,7 +47,11 @@ type volumeRecord struct {
 // looks before it creates, and existing volumes are reused as they are. Nothing on the host is
 // created or changed before the machine has proven it may: its domain name is free or holds
 // this machine's own domain, and each of its volume names is free or recorded as its own.
-func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord) (observation, error) {
+//
+// stuckStart reports whether the domain has been found "starting up" for longer than any start
+// takes: libvirtd killed during DomainCreate leaves it so for good (docs/reliability.md, B9).
+func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord,
+	stuckStart func() bool) (observation, error) {
 	s := &m.Spec
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
 	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
@@ -130,7 +134,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 		}
 	}
 
-	if obs.state, err = applyPower(ctx, c, m, obs.domain); err != nil {
+	if obs.state, err = applyPower(ctx, c, m, obs.domain, stuckStart); err != nil {
 		return obs, err
 	}
 	if obs.addresses, obs.addressSource, err = guestAddresses(ctx, c, obs.domain); err != nil {
@@ -400,16 +404,25 @@ func seedNetworkConfig(m *infrav1.LibvirtMachine, assigned []string) ([]byte, er
 const pausedStartingUp = 11
 
 // applyPower starts or hard-stops the domain to match the desired power state.
-func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain) (libvirt.DomainState, error) {
+func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain,
+	stuckStart func() bool) (libvirt.DomainState, error) {
 	state, reason, err := c.DomainState(ctx, dom)
 	if err != nil {
 		return state, err
 	}
 	// A start still in flight: a pass that died during DomainCreate (libvirtd finishes it
 	// alone), or another client's. Reported now it would read as Suspended and stand until the
-	// next 30 s pass; failing the pass looks again on the 5 s error interval.
+	// next 30 s pass; failing the pass looks again on the 5 s error interval. A start that
+	// libvirtd itself lost (killed mid-start) never finishes: past the bound the half-started
+	// domain, proven this machine's, is destroyed and started again.
 	if state == libvirt.DomainPaused && reason == pausedStartingUp {
-		return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
+		if !stuckStart() {
+			return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
+		}
+		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
+			return state, fmt.Errorf("destroying domain %s, stuck starting up: %w", dom.Name, err)
+		}
+		state = libvirt.DomainShutOff
 	}
 	desired := m.Spec.DesiredPowerState
 	switch {
