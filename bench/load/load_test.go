@@ -124,7 +124,7 @@ func TestLoad(t *testing.T) {
 		must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
 			FailureDomains: []banlieuev1.FailureDomain{{Name: "lab", Labels: map[string]string{"name": "lab"},
 				Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
-			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+			Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
 		}, providerManager))
 		must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: []banlieuev1.ProviderImageStatus{
 			{ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot}}}, providerManager))

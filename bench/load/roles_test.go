@@ -92,7 +92,7 @@ func waitProviderAndImage(ctx context.Context, t *testing.T, c client.Client, p 
 		var gotImg banlieuev1.VMImage
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(p), &gotP))
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(img), &gotImg))
-		ready := meta.IsStatusConditionTrue(gotP.Status.Conditions, "Ready")
+		ready := meta.IsStatusConditionTrue(gotP.Status.Conditions, banlieuev1.ConditionReady)
 		for _, row := range gotImg.Status.PerProvider {
 			ready = ready && row.Ready
 		}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	"banlieue.io/banlieue/internal/operator"
@@ -31,7 +32,7 @@ func newImagebuilderCommand() *cobra.Command {
 		// Only build Jobs, only in the build namespace, are worth caching.
 		o.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {
 			Namespaces: map[string]cache.Config{buildNamespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{imagebuilder.LabelComponent: imagebuilder.ComponentBuild}),
+			Label:      labels.SelectorFromSet(labels.Set{banlieuev1.LabelComponent: imagebuilder.ComponentBuild}),
 		}}
 	}
 	r.setup = func(mgr manager.Manager, _ app.Options) error {

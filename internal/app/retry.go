@@ -7,8 +7,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// ErrorRetry is the error policy of docs/operations.md, "Requeue intervals": a failed pass is retried after this long.
-const ErrorRetry = 5 * time.Second
+// The requeue intervals of docs/operations.md, "Requeue intervals", shared by every role.
+const (
+	// ErrorRetry: a failed pass, or one waiting on something about to change, looks again
+	// after this long.
+	ErrorRetry = 5 * time.Second
+	// RequeueDefault: a converged object is looked at again after this long, to notice drift
+	// nothing announces (a host changed behind banlieue's back).
+	RequeueDefault = 30 * time.Second
+	// RequeueLong: an object that waits on a person (a refused input, a paused object) is
+	// looked at again after this long; its own edit wakes it sooner.
+	RequeueLong = 300 * time.Second
+)
 
 // ErrorRateLimiter retries a failed reconcile after a flat ErrorRetry instead of
 // controller-runtime's exponential backoff, which reaches 1000 s: after a long outage of the API

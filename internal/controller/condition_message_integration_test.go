@@ -23,17 +23,17 @@ func (s *suite) testHugeConditionMessage(ctx context.Context, t *testing.T) {
 	s.image(ctx, t, "img-huge", banlieuev1.InstallImmediate, row)
 	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-huge", nil))
 	s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the short message", func(vm *banlieuev1.VirtualMachine) bool {
-		c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled)
-		return c != nil && c.Reason == ReasonImageNotReady && strings.Contains(c.Message, "(ImportFailed: import Job running)")
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
+		return c != nil && c.Reason == banlieuev1.ReasonImageNotReady && strings.Contains(c.Message, "(ImportFailed: import Job running)")
 	})
 
 	row.Message = "virError(Code=1, Domain=18, Message='internal error: " + strings.Repeat("qemu-img: Could not open ", 1<<20/25)
 	s.imageRows(ctx, t, "img-huge", row)
 	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the bounded 1 MiB message", func(vm *banlieuev1.VirtualMachine) bool {
-		c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled)
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
 		return c != nil && strings.Contains(c.Message, "(ImportFailed: virError(Code=1")
 	})
-	for _, typ := range []string{conditionScheduled, conditionReady} {
+	for _, typ := range []string{banlieuev1.ConditionScheduled, banlieuev1.ConditionReady} {
 		c := meta.FindStatusCondition(vm.Status.Conditions, typ)
 		if c.Status != metav1.ConditionFalse || len(c.Message) > banlieuev1.MaxConditionMessage ||
 			!strings.Contains(c.Message, "qemu-img: Could not open") || !strings.HasSuffix(c.Message, " bytes]") {

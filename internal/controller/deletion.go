@@ -13,10 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/finalizer"
 )
-
-// ReasonDeleting is the Ready reason of a VM whose deletion waits for its machines.
-const ReasonDeleting = "Deleting"
 
 // presence is what a lookup of one machine kind found (ADR-0090).
 type presence int
@@ -56,7 +55,7 @@ func deletionProgress(ns, name string, results []kindPresence) (done bool, waiti
 
 // finalize deletes the VM's machines and releases the VM once all are gone (docs/guides/libvirt-provider.md, "8. Delete a VM").
 func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.VirtualMachine) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(vm, FinalizerVirtualMachine) {
+	if !controllerutil.ContainsFinalizer(vm, banlieuev1.FinalizerVirtualMachine) {
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(vm)
@@ -77,14 +76,12 @@ func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.
 
 	done, waiting := deletionProgress(vm.Namespace, vm.Name, results)
 	if done {
-		orig := vm.DeepCopy()
-		controllerutil.RemoveFinalizer(vm, FinalizerVirtualMachine)
-		return ctrl.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, vm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+		return ctrl.Result{}, finalizer.Remove(ctx, r.client, vm, banlieuev1.FinalizerVirtualMachine)
 	}
 	status := vm.Status.DeepCopy()
-	setCondition(status, vm.Generation, metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse,
-		Reason: ReasonDeleting, Message: waiting})
-	return r.writeStatus(ctx, vm, status, requeueError)
+	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: banlieuev1.ReasonDeleting, Message: waiting})
+	return r.writeStatus(ctx, vm, status, app.ErrorRetry)
 }
 
 // lookup classifies one machine. A kind whose CRD is not installed cannot have a machine, so it

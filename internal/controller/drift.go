@@ -6,14 +6,6 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// PlacementValid reasons (docs/guides/libvirt-provider.md, "7. Run a VM"), in the order drift is checked.
-const (
-	ReasonProviderChanged       = "ProviderChanged"
-	ReasonFailureDomainChanged  = "FailureDomainChanged"
-	ReasonStorageMappingChanged = "StorageMappingChanged"
-	ReasonNetworkMappingChanged = "NetworkMappingChanged"
-)
-
 // placementDrift names the first way next differs from the recorded placement, or "" when it
 // does not (or nothing was recorded yet). The time of the decision is not part of it.
 func placementDrift(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlacement) string {
@@ -21,13 +13,13 @@ func placementDrift(prev *banlieuev1.ScheduledPlacement, next banlieuev1.Schedul
 	case prev == nil:
 		return ""
 	case prev.ProviderName != next.ProviderName || prev.ProviderClass != next.ProviderClass:
-		return ReasonProviderChanged
+		return banlieuev1.ReasonProviderChanged
 	case prev.FailureDomain != next.FailureDomain:
-		return ReasonFailureDomainChanged
+		return banlieuev1.ReasonFailureDomainChanged
 	case !slices.Equal(prev.ResolvedStorage, next.ResolvedStorage):
-		return ReasonStorageMappingChanged
+		return banlieuev1.ReasonStorageMappingChanged
 	case !slices.Equal(prev.ResolvedNetworks, next.ResolvedNetworks):
-		return ReasonNetworkMappingChanged
+		return banlieuev1.ReasonNetworkMappingChanged
 	}
 	return ""
 }

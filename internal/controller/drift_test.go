@@ -32,18 +32,18 @@ func TestPlacementDrift(t *testing.T) {
 		{"same placement", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(), base(), ""},
 		{"time is not drift", func() *banlieuev1.ScheduledPlacement { p := base(); p.ScheduledAt = &now; return &p }(), base(), ""},
 		{"provider", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
-			with(func(p *banlieuev1.ScheduledPlacement) { p.ProviderName = "b"; p.FailureDomain = "b" }), ReasonProviderChanged},
+			with(func(p *banlieuev1.ScheduledPlacement) { p.ProviderName = "b"; p.FailureDomain = "b" }), banlieuev1.ReasonProviderChanged},
 		{"failure domain", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
-			with(func(p *banlieuev1.ScheduledPlacement) { p.FailureDomain = "z" }), ReasonFailureDomainChanged},
+			with(func(p *banlieuev1.ScheduledPlacement) { p.FailureDomain = "z" }), banlieuev1.ReasonFailureDomainChanged},
 		{"storage", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
-			with(func(p *banlieuev1.ScheduledPlacement) { p.ResolvedStorage[0].BackendID = "nvme-pool" }), ReasonStorageMappingChanged},
+			with(func(p *banlieuev1.ScheduledPlacement) { p.ResolvedStorage[0].BackendID = "nvme-pool" }), banlieuev1.ReasonStorageMappingChanged},
 		{"network", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
-			with(func(p *banlieuev1.ScheduledPlacement) { p.ResolvedNetworks[0].BackendID = "br0" }), ReasonNetworkMappingChanged},
+			with(func(p *banlieuev1.ScheduledPlacement) { p.ResolvedNetworks[0].BackendID = "br0" }), banlieuev1.ReasonNetworkMappingChanged},
 		{"storage checked before network", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
 			with(func(p *banlieuev1.ScheduledPlacement) {
 				p.ResolvedStorage[0].BackendID = "x"
 				p.ResolvedNetworks[0].BackendID = "y"
-			}), ReasonStorageMappingChanged},
+			}), banlieuev1.ReasonStorageMappingChanged},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

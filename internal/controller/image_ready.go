@@ -10,17 +10,11 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// VMImage Ready reasons (docs/guides/libvirt-provider.md, "6. Get an image onto the host").
-const (
-	ReasonNoProviders = "NoProviders"
-	ReasonNotReady    = "NotReady"
-)
-
 // imageReady aggregates the per-Provider rows into the image's Ready condition.
 func imageReady(rows []banlieuev1.ProviderImageStatus) metav1.Condition {
-	c := metav1.Condition{Type: conditionReady}
+	c := metav1.Condition{Type: banlieuev1.ConditionReady}
 	if len(rows) == 0 {
-		c.Status, c.Reason = metav1.ConditionUnknown, ReasonNoProviders
+		c.Status, c.Reason = metav1.ConditionUnknown, banlieuev1.ReasonNoProviders
 		return c
 	}
 	sorted := slices.Clone(rows)
@@ -34,11 +28,11 @@ func imageReady(rows []banlieuev1.ProviderImageStatus) metav1.Condition {
 		}
 	}
 	if len(unready) == 0 {
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonReconciled
+		c.Status, c.Reason = metav1.ConditionTrue, banlieuev1.ReasonReconciled
 		c.Message = fmt.Sprintf("image available on %d provider(s)", len(rows))
 		return c
 	}
-	c.Status, c.Reason = metav1.ConditionFalse, cmp.Or(unready[0].Reason, ReasonNotReady)
+	c.Status, c.Reason = metav1.ConditionFalse, cmp.Or(unready[0].Reason, banlieuev1.ReasonNotReady)
 	c.Message = fmt.Sprintf("%d of %d provider(s) do not have this image", len(unready), len(rows))
 	return c
 }

@@ -19,21 +19,21 @@ func TestImageReady(t *testing.T) {
 		reason  string
 		message string
 	}{
-		{"no rows", nil, metav1.ConditionUnknown, ReasonNoProviders, ""},
+		{"no rows", nil, metav1.ConditionUnknown, banlieuev1.ReasonNoProviders, ""},
 		{"all ready", []banlieuev1.ProviderImageStatus{row("a", "p", true, "Reconciled"), row("b", "p", true, "Reconciled")},
-			metav1.ConditionTrue, ReasonReconciled, "image available on 2 provider(s)"},
+			metav1.ConditionTrue, banlieuev1.ReasonReconciled, "image available on 2 provider(s)"},
 		{"first unready by namespace then name", []banlieuev1.ProviderImageStatus{
 			row("b", "a", false, "ImportFailed"), row("a", "z", false, "Importing"), row("a", "c", true, "Reconciled")},
 			metav1.ConditionFalse, "Importing", "2 of 3 provider(s) do not have this image"},
 		{"same namespace ordered by name", []banlieuev1.ProviderImageStatus{row("a", "z", false, "Importing"), row("a", "b", false, "BuildPending")},
 			metav1.ConditionFalse, "BuildPending", "2 of 2 provider(s) do not have this image"},
 		{"unready row without reason", []banlieuev1.ProviderImageStatus{row("a", "p", false, "")},
-			metav1.ConditionFalse, ReasonNotReady, "1 of 1 provider(s) do not have this image"},
+			metav1.ConditionFalse, banlieuev1.ReasonNotReady, "1 of 1 provider(s) do not have this image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := imageReady(tt.rows)
-			if c.Type != "Ready" || c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
+			if c.Type != banlieuev1.ConditionReady || c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.message {
 				t.Errorf("got %+v, want %s %s %q", c, tt.status, tt.reason, tt.message)
 			}
 		})

@@ -11,12 +11,6 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// LabelOwnedBy marks an infrastructure machine with the VM it realises.
-const LabelOwnedBy = "banlieue.io/owned-by"
-
-// ReasonInfraBuildFailed is the Scheduled and Ready reason of a VM whose machine cannot be built.
-const ReasonInfraBuildFailed = "InfraBuildFailed"
-
 // buildInput is everything an infrastructure machine is built from.
 type buildInput struct {
 	VM       *banlieuev1.VirtualMachine
@@ -46,8 +40,12 @@ type infraView struct {
 type infraKind struct {
 	GVK       schema.GroupVersionKind
 	newObject func() client.Object
+	newList   func() client.ObjectList
 	build     func(buildInput) (client.Object, error)
 	view      func(client.Object) infraView
+	// providerOf is the name of the Provider (in the machine's namespace) a machine references:
+	// the provider-in-use finalizer holds that Provider while the machine exists.
+	providerOf func(client.Object) string
 }
 
 // infraKinds maps a ProviderClass name to its machine kind.
@@ -85,7 +83,7 @@ func machineMeta(vm *banlieuev1.VirtualMachine) metav1.ObjectMeta {
 	for k, v := range vm.Labels {
 		labels[k] = v
 	}
-	labels[LabelOwnedBy] = vm.Name
+	labels[banlieuev1.LabelOwnedBy] = vm.Name
 	yes := true
 	return metav1.ObjectMeta{
 		Name:      vm.Name,

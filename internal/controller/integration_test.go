@@ -96,13 +96,13 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 		m.Spec.ProviderRef.Name != guideProvider || m.Spec.Network[0].Source != (infrav1.NetworkSource{Kind: infrav1.SourceNetwork, Name: "br-prod"}) {
 		t.Fatalf("LibvirtMachine spec = %+v", m.Spec)
 	}
-	if m.Labels[LabelOwnedBy] != "web-01" || m.Labels["app"] != "web" || len(m.OwnerReferences) != 1 || !ptr.Deref(m.OwnerReferences[0].Controller, false) {
+	if m.Labels[banlieuev1.LabelOwnedBy] != "web-01" || m.Labels["app"] != "web" || len(m.OwnerReferences) != 1 || !ptr.Deref(m.OwnerReferences[0].Controller, false) {
 		t.Fatalf("LibvirtMachine metadata = %+v", m.ObjectMeta)
 	}
 	s.waitVM(ctx, t, ns, "web-01", "Ready=False InfrastructureNotReady", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionScheduled, metav1.ConditionTrue, ReasonScheduled) &&
-			hasCondition(vm.Status.Conditions, conditionInfrastructureReady, metav1.ConditionFalse, ReasonPending) &&
-			hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonInfrastructureNotReady) &&
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionTrue, banlieuev1.ReasonScheduled) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionInfrastructureReady, metav1.ConditionFalse, banlieuev1.ReasonPending) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonInfrastructureNotReady) &&
 			vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == guideProvider &&
 			vm.Status.InfrastructureRef != nil && vm.Status.InfrastructureRef.Kind == "LibvirtMachine"
 	})
@@ -113,15 +113,15 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 		Initialization:     &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)},
 		Addresses:          []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "192.168.122.50"}},
 		ObservedPowerState: banlieuev1.PoweredOn,
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning",
+		Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DomainRunning",
 			Message: "domain is running", LastTransitionTime: metav1.Now()}},
 	})
 	vm := s.waitVM(ctx, t, ns, "web-01", "Ready=True Reconciled", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionTrue, ReasonReconciled) &&
-			hasCondition(vm.Status.Conditions, conditionInfrastructureReady, metav1.ConditionTrue, "DomainRunning") &&
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionInfrastructureReady, metav1.ConditionTrue, "DomainRunning") &&
 			vm.Status.ObservedPowerState == banlieuev1.PoweredOn && len(vm.Status.Addresses) == 1
 	})
-	if g := meta.FindStatusCondition(vm.Status.Conditions, conditionGuestReady); g != nil {
+	if g := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionGuestReady); g != nil {
 		t.Errorf("GuestReady = %+v, want absent while the machine has none", g)
 	}
 
@@ -133,13 +133,13 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 	}
 
 	img := s.waitImage(ctx, t, "ubuntu-2404", func(img *banlieuev1.VMImage) bool {
-		return hasCondition(img.Status.Conditions, conditionReady, metav1.ConditionTrue, ReasonReconciled)
+		return hasCondition(img.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled)
 	})
 	if len(img.Status.PerProvider) != 1 {
 		t.Errorf("perProvider rows = %+v, want the provider's row kept", img.Status.PerProvider)
 	}
 	s.waitProvider(ctx, t, ns, guideProvider, "provider-in-use finalizer", func(p *banlieuev1.Provider) bool {
-		return controllerutil.ContainsFinalizer(p, FinalizerProviderInUse)
+		return controllerutil.ContainsFinalizer(p, banlieuev1.FinalizerProviderInUse)
 	})
 }
 
@@ -151,11 +151,11 @@ func (s *suite) testImageNotReady(ctx context.Context, t *testing.T) {
 	s.image(ctx, t, "img-b", banlieuev1.InstallImmediate, notReady)
 	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-b", nil))
 	s.waitVM(ctx, t, ns, "web-01", "Scheduled=False ImageNotReady", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionScheduled, metav1.ConditionFalse, ReasonImageNotReady) &&
-			hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonScheduling)
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonImageNotReady) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonScheduling)
 	})
 	s.waitImage(ctx, t, "img-b", func(img *banlieuev1.VMImage) bool {
-		return hasCondition(img.Status.Conditions, conditionReady, metav1.ConditionFalse, "Importing")
+		return hasCondition(img.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, "Importing")
 	})
 	// Well within the 30 s default requeue: only the VMImage watch can explain a quick pickup.
 	start := time.Now()
@@ -175,24 +175,24 @@ func (s *suite) testTPM(ctx context.Context, t *testing.T) {
 
 	s.create(ctx, t, guideVM(ns, "sealed-01", "small-tpm", "img-c-immediate", nil))
 	vm := s.waitVM(ctx, t, ns, "sealed-01", "Ready=False ImageClassMismatch", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonImageClassMismatch)
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonImageClassMismatch)
 	})
-	msg := meta.FindStatusCondition(vm.Status.Conditions, conditionReady).Message
+	msg := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionReady).Message
 	for _, want := range []string{"small-tpm", "img-c-immediate", "ADR-0040", "ADR-0048"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("ImageClassMismatch message %q lacks %q", msg, want)
 		}
 	}
-	if c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled); c != nil {
+	if c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled); c != nil {
 		t.Errorf("Scheduled = %+v, want untouched", c)
 	}
 	s.expectNoMachine(ctx, t, ns, "sealed-01")
 
 	s.create(ctx, t, guideVM(ns, "sealed-02", "small-tpm", "img-c-deferred", nil))
 	vm = s.waitVM(ctx, t, ns, "sealed-02", "Scheduled=False TpmUnsupported", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionScheduled, metav1.ConditionFalse, ReasonTpmUnsupported)
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonTpmUnsupported)
 	})
-	if msg := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled).Message; !strings.Contains(msg, "vtpm") {
+	if msg := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled).Message; !strings.Contains(msg, "vtpm") {
 		t.Errorf("TpmUnsupported message %q does not name vtpm", msg)
 	}
 	s.expectNoMachine(ctx, t, ns, "sealed-02")
@@ -205,11 +205,11 @@ func (s *suite) testUnknownClass(ctx context.Context, t *testing.T) {
 	s.image(ctx, t, "img-d", banlieuev1.InstallImmediate, readyRowIn(ns, "vcenter"))
 	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-d", nil))
 	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False InfraBuildFailed", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionScheduled, metav1.ConditionFalse, ReasonInfraBuildFailed) &&
-			hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonInfraBuildFailed)
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonInfraBuildFailed) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonInfraBuildFailed)
 	})
 	want := "provider class 'vsphere' has no infrastructure builder in banlieue-controller"
-	if got := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled).Message; got != want {
+	if got := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled).Message; got != want {
 		t.Errorf("message = %q, want %q", got, want)
 	}
 	s.expectNoMachine(ctx, t, ns, "web-01")
@@ -240,7 +240,7 @@ func (s *suite) testDeletion(ctx context.Context, t *testing.T) {
 	// The provider's finalizer, which it removes once the domain is gone.
 	patchMachine(ctx, t, s.c, m, func(m *infrav1.LibvirtMachine) { controllerutil.AddFinalizer(m, finalizerLibvirtMachine) })
 	s.waitProvider(ctx, t, ns, "host", "provider-in-use finalizer added", func(p *banlieuev1.Provider) bool {
-		return controllerutil.ContainsFinalizer(p, FinalizerProviderInUse)
+		return controllerutil.ContainsFinalizer(p, banlieuev1.FinalizerProviderInUse)
 	})
 
 	vm := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns}}
@@ -249,7 +249,7 @@ func (s *suite) testDeletion(ctx context.Context, t *testing.T) {
 	}
 	m = s.waitMachineWhere(ctx, t, ns, "web-01", "machine terminating", func(m *infrav1.LibvirtMachine) bool { return !m.DeletionTimestamp.IsZero() })
 	s.waitVM(ctx, t, ns, "web-01", "VM held with Ready=False Deleting", func(vm *banlieuev1.VirtualMachine) bool {
-		return !vm.DeletionTimestamp.IsZero() && hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonDeleting)
+		return !vm.DeletionTimestamp.IsZero() && hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonDeleting)
 	})
 	time.Sleep(time.Second)
 	if err := s.c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
@@ -259,7 +259,7 @@ func (s *suite) testDeletion(ctx context.Context, t *testing.T) {
 	patchMachine(ctx, t, s.c, m, func(m *infrav1.LibvirtMachine) { controllerutil.RemoveFinalizer(m, finalizerLibvirtMachine) })
 	waitGone(ctx, t, s.c, vm)
 	s.waitProvider(ctx, t, ns, "host", "provider-in-use finalizer removed", func(p *banlieuev1.Provider) bool {
-		return !controllerutil.ContainsFinalizer(p, FinalizerProviderInUse)
+		return !controllerutil.ContainsFinalizer(p, banlieuev1.FinalizerProviderInUse)
 	})
 }
 
@@ -304,19 +304,19 @@ func (s *suite) testManualMigration(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitVM(ctx, t, ns, "web-01", "PlacementValid=False StorageMappingChanged", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionPlacementValid, metav1.ConditionFalse, ReasonStorageMappingChanged) &&
-			hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonPlacementInvalid)
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionPlacementValid, metav1.ConditionFalse, banlieuev1.ReasonStorageMappingChanged) &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonPlacementInvalid)
 	})
 	if m := s.waitMachine(ctx, t, ns, "web-01"); m.Spec.Pool != "default" || !m.DeletionTimestamp.IsZero() {
 		t.Fatalf("machine changed without the migrate annotation: pool %s, deleting %v", m.Spec.Pool, !m.DeletionTimestamp.IsZero())
 	}
 
 	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) {
-		vm.Annotations = map[string]string{AnnotationMigrate: "true"}
+		vm.Annotations = map[string]string{banlieuev1.AnnotationMigrate: "true"}
 	})
 	s.waitMachineWhere(ctx, t, ns, "web-01", "recreated in pool fast", func(m *infrav1.LibvirtMachine) bool { return m.Spec.Pool == "fast" })
 	s.waitVM(ctx, t, ns, "web-01", "PlacementValid=True", func(vm *banlieuev1.VirtualMachine) bool {
-		return hasCondition(vm.Status.Conditions, conditionPlacementValid, metav1.ConditionTrue, ReasonReconciled) &&
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionPlacementValid, metav1.ConditionTrue, banlieuev1.ReasonReconciled) &&
 			vm.Status.Scheduled.ResolvedStorage[0].BackendID == "fast"
 	})
 }
@@ -393,7 +393,7 @@ func (s *suite) provider(ctx context.Context, t *testing.T, ns, name, class stri
 				Raw:                     map[string]string{"domainType": "kvm"},
 			},
 		}},
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+		Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
 	}
 	if err := ssa.ApplyStatus(ctx, s.c, p, &status, providerManager); err != nil {
 		t.Fatal(err)
@@ -494,9 +494,9 @@ func (s *suite) waitVM(ctx context.Context, t *testing.T, ns, name, what string,
 func (s *suite) waitScheduledMessage(ctx context.Context, t *testing.T, ns, name, msg string) {
 	t.Helper()
 	s.waitVM(ctx, t, ns, name, "InfraBuildFailed: "+msg, func(vm *banlieuev1.VirtualMachine) bool {
-		c := meta.FindStatusCondition(vm.Status.Conditions, conditionScheduled)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonInfraBuildFailed && c.Message == msg &&
-			hasCondition(vm.Status.Conditions, conditionReady, metav1.ConditionFalse, ReasonInfraBuildFailed)
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == banlieuev1.ReasonInfraBuildFailed && c.Message == msg &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonInfraBuildFailed)
 	})
 }
 

@@ -17,10 +17,12 @@ import (
 var ErrMissingResolvedImageRef = errors.New("MissingResolvedImageRef")
 
 var libvirtKind = infraKind{
-	GVK:       infrav1.GroupVersion.WithKind("LibvirtMachine"),
-	newObject: func() client.Object { return &infrav1.LibvirtMachine{} },
-	build:     func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
-	view:      func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
+	GVK:        infrav1.GroupVersion.WithKind("LibvirtMachine"),
+	newObject:  func() client.Object { return &infrav1.LibvirtMachine{} },
+	newList:    func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
+	build:      func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
+	view:       func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
+	providerOf: func(o client.Object) string { return o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name },
 }
 
 // buildLibvirtMachine is the LibvirtMachine of a scheduled VM (docs/guides/libvirt-provider.md, "7. Run a VM"). spec.providerID
@@ -168,8 +170,8 @@ func interfaceIPAM(vm *banlieuev1.VirtualMachine, nic banlieuev1.ClassInterface,
 
 func libvirtView(m *infrav1.LibvirtMachine) infraView {
 	return infraView{
-		Ready:          meta.FindStatusCondition(m.Status.Conditions, conditionReady),
-		GuestReady:     meta.FindStatusCondition(m.Status.Conditions, conditionGuestReady),
+		Ready:          meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady),
+		GuestReady:     meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionGuestReady),
 		Initialization: m.Status.Initialization,
 		Addresses:      m.Status.Addresses,
 		PowerState:     m.Status.ObservedPowerState,

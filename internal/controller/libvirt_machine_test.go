@@ -50,7 +50,7 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 	if m.Name != "web-01" || m.Namespace != testNS {
 		t.Errorf("name = %s/%s", m.Namespace, m.Name)
 	}
-	if want := map[string]string{"app": "web", LabelOwnedBy: "web-01"}; !reflect.DeepEqual(m.Labels, want) {
+	if want := map[string]string{"app": "web", banlieuev1.LabelOwnedBy: "web-01"}; !reflect.DeepEqual(m.Labels, want) {
 		t.Errorf("labels = %v, want %v", m.Labels, want)
 	}
 	if len(m.OwnerReferences) != 1 {

@@ -22,7 +22,7 @@ func vmPhase(vm *banlieuev1.VirtualMachine) string {
 		return "Deleting"
 	case vm.Spec.Paused:
 		return "Paused"
-	case meta.IsStatusConditionTrue(vm.Status.Conditions, conditionReady):
+	case meta.IsStatusConditionTrue(vm.Status.Conditions, banlieuev1.ConditionReady):
 		return "Ready"
 	case vm.Status.Scheduled != nil:
 		return "Provisioning"

@@ -10,7 +10,7 @@ import (
 
 func TestVMPhase(t *testing.T) {
 	now := metav1.Now()
-	ready := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonReconciled}}
+	ready := []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonReconciled}}
 	scheduled := &banlieuev1.ScheduledPlacement{ProviderName: "a", FailureDomain: "a"}
 	tests := []struct {
 		name string

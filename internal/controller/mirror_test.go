@@ -12,12 +12,12 @@ import (
 )
 
 func TestMirror(t *testing.T) {
-	scheduled := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonScheduled, Message: "scheduled"}
-	notScheduled := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, Reason: ReasonImageNotReady, Message: "image not ready"}
-	placementBad := metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionFalse, Reason: ReasonProviderChanged, Message: "moved"}
-	running := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning", Message: "domain is running"}
-	stopped := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "DomainNotRunning", Message: "domain is defined but Shutoff"}
-	guest := &metav1.Condition{Type: "GuestReady", Status: metav1.ConditionTrue, Reason: "GuestAnnounced", Message: "installed"}
+	scheduled := metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonScheduled, Message: "scheduled"}
+	notScheduled := metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionFalse, Reason: banlieuev1.ReasonImageNotReady, Message: "image not ready"}
+	placementBad := metav1.Condition{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionFalse, Reason: banlieuev1.ReasonProviderChanged, Message: "moved"}
+	running := &metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DomainRunning", Message: "domain is running"}
+	stopped := &metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: "DomainNotRunning", Message: "domain is defined but Shutoff"}
+	guest := &metav1.Condition{Type: banlieuev1.ConditionGuestReady, Status: metav1.ConditionTrue, Reason: "GuestAnnounced", Message: "installed"}
 	type cond struct {
 		status  metav1.ConditionStatus
 		reason  string
@@ -33,57 +33,57 @@ func TestMirror(t *testing.T) {
 	}{
 		{
 			name: "no Ready on the machine yet", before: []metav1.Condition{scheduled},
-			infraReady: cond{metav1.ConditionFalse, ReasonPending, "infrastructure has not reported a Ready condition yet"},
-			ready:      cond{metav1.ConditionFalse, ReasonInfrastructureNotReady, "infrastructure has not reported a Ready condition yet"},
+			infraReady: cond{metav1.ConditionFalse, banlieuev1.ReasonPending, "infrastructure has not reported a Ready condition yet"},
+			ready:      cond{metav1.ConditionFalse, banlieuev1.ReasonInfrastructureNotReady, "infrastructure has not reported a Ready condition yet"},
 		},
 		{
 			name: "running machine makes the VM Ready", before: []metav1.Condition{scheduled},
 			infra:      infraView{Ready: running},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
-			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+			ready:      cond{metav1.ConditionTrue, banlieuev1.ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
 		},
 		{
 			name: "stopped machine", before: []metav1.Condition{scheduled},
 			infra:      infraView{Ready: stopped},
 			infraReady: cond{metav1.ConditionFalse, "DomainNotRunning", "domain is defined but Shutoff"},
-			ready:      cond{metav1.ConditionFalse, ReasonInfrastructureNotReady, "domain is defined but Shutoff"},
+			ready:      cond{metav1.ConditionFalse, banlieuev1.ReasonInfrastructureNotReady, "domain is defined but Shutoff"},
 		},
 		{
 			name: "GuestReady copied when present", before: []metav1.Condition{scheduled},
 			infra:      infraView{Ready: running, GuestReady: guest},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
 			guest:      &cond{metav1.ConditionTrue, "GuestAnnounced", "installed"},
-			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+			ready:      cond{metav1.ConditionTrue, banlieuev1.ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
 		},
 		{
 			name:       "GuestReady removed when the machine drops it",
-			before:     []metav1.Condition{scheduled, {Type: conditionGuestReady, Status: metav1.ConditionTrue, Reason: "GuestAnnounced"}},
+			before:     []metav1.Condition{scheduled, {Type: banlieuev1.ConditionGuestReady, Status: metav1.ConditionTrue, Reason: "GuestAnnounced"}},
 			infra:      infraView{Ready: running},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
-			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+			ready:      cond{metav1.ConditionTrue, banlieuev1.ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
 		},
 		{
 			name: "Scheduled false wins", before: []metav1.Condition{notScheduled},
 			infra:      infraView{Ready: running},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
-			ready:      cond{metav1.ConditionFalse, ReasonScheduling, "image not ready"},
+			ready:      cond{metav1.ConditionFalse, banlieuev1.ReasonScheduling, "image not ready"},
 		},
 		{
 			name: "no Scheduled condition", infra: infraView{Ready: running},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
-			ready:      cond{metav1.ConditionFalse, ReasonScheduling, "the VM has not been scheduled yet"},
+			ready:      cond{metav1.ConditionFalse, banlieuev1.ReasonScheduling, "the VM has not been scheduled yet"},
 		},
 		{
 			name: "placement invalid beats infrastructure", before: []metav1.Condition{scheduled, placementBad},
 			infra:      infraView{Ready: stopped},
 			infraReady: cond{metav1.ConditionFalse, "DomainNotRunning", "domain is defined but Shutoff"},
-			ready:      cond{metav1.ConditionFalse, ReasonPlacementInvalid, "moved"},
+			ready:      cond{metav1.ConditionFalse, banlieuev1.ReasonPlacementInvalid, "moved"},
 		},
 		{
-			name: "placement valid true does not block", before: []metav1.Condition{scheduled, {Type: conditionPlacementValid, Status: metav1.ConditionTrue, Reason: ReasonReconciled}},
+			name: "placement valid true does not block", before: []metav1.Condition{scheduled, {Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonReconciled}},
 			infra:      infraView{Ready: running},
 			infraReady: cond{metav1.ConditionTrue, "DomainRunning", "domain is running"},
-			ready:      cond{metav1.ConditionTrue, ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
+			ready:      cond{metav1.ConditionTrue, banlieuev1.ReasonReconciled, "the VM is scheduled and its infrastructure is ready"},
 		},
 	}
 	check := func(t *testing.T, conds []metav1.Condition, typ string, want cond) {
@@ -97,14 +97,14 @@ func TestMirror(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			status := &banlieuev1.VirtualMachineStatus{Conditions: append([]metav1.Condition(nil), tt.before...)}
 			mirror(status, tt.infra, 7)
-			check(t, status.Conditions, conditionInfrastructureReady, tt.infraReady)
-			check(t, status.Conditions, conditionReady, tt.ready)
+			check(t, status.Conditions, banlieuev1.ConditionInfrastructureReady, tt.infraReady)
+			check(t, status.Conditions, banlieuev1.ConditionReady, tt.ready)
 			if tt.guest == nil {
-				if g := meta.FindStatusCondition(status.Conditions, conditionGuestReady); g != nil {
+				if g := meta.FindStatusCondition(status.Conditions, banlieuev1.ConditionGuestReady); g != nil {
 					t.Errorf("GuestReady = %+v, want absent", g)
 				}
 			} else {
-				check(t, status.Conditions, conditionGuestReady, *tt.guest)
+				check(t, status.Conditions, banlieuev1.ConditionGuestReady, *tt.guest)
 			}
 			if status.ObservedGeneration != 7 {
 				t.Errorf("observedGeneration = %d", status.ObservedGeneration)
@@ -131,9 +131,9 @@ func TestMirrorCopiesObservedState(t *testing.T) {
 
 func TestMirrorKeepsTransitionTimeWhenUnchanged(t *testing.T) {
 	status := &banlieuev1.VirtualMachineStatus{}
-	mirror(status, infraView{Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
+	mirror(status, infraView{Ready: &metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
 	before := status.DeepCopy()
-	mirror(status, infraView{Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
+	mirror(status, infraView{Ready: &metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DomainRunning"}}, 1)
 	if !reflect.DeepEqual(before, status) {
 		t.Errorf("a repeated mirror changed the status:\n%+v\n%+v", before, status)
 	}

@@ -6,9 +6,6 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// ReasonImageClassMismatch is the Ready reason of a VM whose class and image cannot go together.
-const ReasonImageClassMismatch = "ImageClassMismatch"
-
 // installMode is the image's install mode; an image without a template boots as is.
 func installMode(image *banlieuev1.VMImage) banlieuev1.InstallMode {
 	if image.Spec.Template == nil || image.Spec.Template.InstallMode == "" {

@@ -4,23 +4,21 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/finalizer"
 )
 
-// FinalizerProviderInUse keeps a Provider while machines reference it: the provider needs the
-// Provider's credentials to tear a machine down (docs/decisions.md).
-const FinalizerProviderInUse = "banlieue.io/provider-in-use"
-
-// providerRefIndex indexes LibvirtMachines by spec.providerRef.name.
+// providerRefIndex indexes every infrastructure machine kind by the Provider it references.
 const providerRefIndex = "spec.providerRef.name"
 
-// providerInUseReconciler adds and removes FinalizerProviderInUse.
+// providerInUseReconciler adds and removes banlieuev1.FinalizerProviderInUse.
 type providerInUseReconciler struct {
 	client client.Client
 	// apiReader confirms "no machine left" uncached before the finalizer goes: a machine
@@ -37,47 +35,51 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	has := controllerutil.ContainsFinalizer(&p, FinalizerProviderInUse)
+	has := controllerutil.ContainsFinalizer(&p, banlieuev1.FinalizerProviderInUse)
 	if !inUse && has {
 		// The API server cannot select on spec fields, so the uncached check lists the namespace.
 		if inUse, err = referenced(ctx, r.apiReader, &p); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	orig := p.DeepCopy()
 	switch {
 	case inUse && !has && p.DeletionTimestamp.IsZero():
 		// The API server refuses new finalizers on an object being deleted; a machine created
 		// that late is the user's race to lose.
-		controllerutil.AddFinalizer(&p, FinalizerProviderInUse)
+		err = finalizer.Ensure(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
 	case !inUse && has:
-		controllerutil.RemoveFinalizer(&p, FinalizerProviderInUse)
-	default:
-		return ctrl.Result{}, nil
+		err = finalizer.Remove(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
 	}
-	if err := r.client.Patch(ctx, &p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, fmt.Errorf("updating finalizer %s on Provider %s/%s: %w", FinalizerProviderInUse, p.Namespace, p.Name, err)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("Provider %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return ctrl.Result{}, nil
 }
 
-// referenced reports whether a LibvirtMachine in p's namespace references p.
+// referenced reports whether a machine of any infrastructure kind in p's namespace references p.
 func referenced(ctx context.Context, reader client.Reader, p *banlieuev1.Provider, opts ...client.ListOption) (bool, error) {
-	var machines infrav1.LibvirtMachineList
-	if err := reader.List(ctx, &machines, append(opts, client.InNamespace(p.Namespace))...); err != nil {
-		return false, fmt.Errorf("listing LibvirtMachines of Provider %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	for _, m := range machines.Items {
-		if m.Spec.ProviderRef.Name == p.Name {
-			return true, nil
+	for _, k := range allInfraKinds() {
+		list := k.newList()
+		if err := reader.List(ctx, list, append(opts, client.InNamespace(p.Namespace))...); err != nil {
+			return false, fmt.Errorf("listing %ss of Provider %s/%s: %w", k.GVK.Kind, p.Namespace, p.Name, err)
+		}
+		machines, err := meta.ExtractList(list)
+		if err != nil {
+			return false, fmt.Errorf("reading the %s list: %w", k.GVK.Kind, err)
+		}
+		for _, m := range machines {
+			if k.providerOf(m.(client.Object)) == p.Name {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
 }
 
-// providerOfMachine maps a LibvirtMachine to the Provider it references; on an update both the
-// old and the new reference are enqueued.
-func providerOfMachine(_ context.Context, o client.Object) []reconcile.Request {
-	m := o.(*infrav1.LibvirtMachine)
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ProviderRef.Name}}}
+// providerOfMachine maps a machine of kind k to the Provider it references; on an update both
+// the old and the new reference are enqueued.
+func providerOfMachine(k infraKind) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: k.providerOf(o)}}}
+	}
 }

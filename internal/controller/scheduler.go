@@ -8,17 +8,6 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// Scheduled condition reasons (the troubleshooting tables of docs/guides).
-const (
-	ReasonScheduled               = "Scheduled"
-	ReasonNoProviderMatched       = "NoProviderMatched"
-	ReasonNoFailureDomainMatched  = "NoFailureDomainMatched"
-	ReasonImageNotReady           = "ImageNotReady"
-	ReasonFirmwareUnsupported     = "FirmwareUnsupported"
-	ReasonTpmUnsupported          = "TpmUnsupported"
-	ReasonAntiAffinityUnsatisfied = "AntiAffinityUnsatisfied"
-)
-
 // Failure domain features the scheduler checks by name.
 const (
 	featureEFISecureBoot = "efiSecureBoot"
@@ -98,7 +87,7 @@ func schedule(in scheduleInput) (decision, error) {
 		}
 	}
 	if len(matched) == 0 {
-		return decision{}, &scheduleError{ReasonNoProviderMatched, fmt.Sprintf(
+		return decision{}, &scheduleError{banlieuev1.ReasonNoProviderMatched, fmt.Sprintf(
 			"no Provider in namespace %s matches the providerSelector (%d Provider(s) in the namespace)",
 			in.VM.Namespace, len(in.Providers))}
 	}
@@ -133,18 +122,18 @@ func schedule(in scheduleInput) (decision, error) {
 	if len(survivors) == 0 {
 		switch {
 		case !imageReady:
-			return decision{}, &scheduleError{ReasonImageNotReady, fmt.Sprintf(
+			return decision{}, &scheduleError{banlieuev1.ReasonImageNotReady, fmt.Sprintf(
 				"VMImage %s is not ready on any candidate Provider: %s", in.Image.Name, reasons)}
 		case firmwareOut:
-			return decision{}, &scheduleError{ReasonFirmwareUnsupported, fmt.Sprintf(
+			return decision{}, &scheduleError{banlieuev1.ReasonFirmwareUnsupported, fmt.Sprintf(
 				"VMClass %s needs firmware %s, which requires failure domain feature %s: %s",
 				in.Class.Name, banlieuev1.FirmwareEFISecure, featureEFISecureBoot, reasons)}
 		case tpmOut:
-			return decision{}, &scheduleError{ReasonTpmUnsupported, fmt.Sprintf(
+			return decision{}, &scheduleError{banlieuev1.ReasonTpmUnsupported, fmt.Sprintf(
 				"VMClass %s has tpmEnabled, which requires failure domain feature %s (never auto-discovered; "+
 					"declare it in the Provider's capabilities.features): %s", in.Class.Name, featureVTPM, reasons)}
 		default:
-			return decision{}, &scheduleError{ReasonNoFailureDomainMatched,
+			return decision{}, &scheduleError{banlieuev1.ReasonNoFailureDomainMatched,
 				fmt.Sprintf("no failure domain matched: %s", reasons)}
 		}
 	}
@@ -163,7 +152,7 @@ func schedule(in scheduleInput) (decision, error) {
 		allowed = append(allowed, c)
 	}
 	if len(allowed) == 0 {
-		return decision{}, &scheduleError{ReasonAntiAffinityUnsatisfied,
+		return decision{}, &scheduleError{banlieuev1.ReasonAntiAffinityUnsatisfied,
 			fmt.Sprintf("required anti-affinity left no failure domain: %s", affinity)}
 	}
 

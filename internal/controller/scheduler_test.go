@@ -129,7 +129,7 @@ func TestSchedule(t *testing.T) {
 		},
 		{
 			name: "no providers at all", vm: testVM("web-01"), class: testClass(), image: testImage(),
-			wantErr: ReasonNoProviderMatched, wantMsg: []string{"namespace banlieue-system"},
+			wantErr: banlieuev1.ReasonNoProviderMatched, wantMsg: []string{"namespace banlieue-system"},
 		},
 		{
 			name: "provider selector matches nothing",
@@ -137,7 +137,7 @@ func TestSchedule(t *testing.T) {
 				vm.Spec.Placement = &banlieuev1.Placement{ProviderSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"site": "core"}}}
 			}),
 			class: testClass(), image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonNoProviderMatched,
+			wantErr: banlieuev1.ReasonNoProviderMatched,
 		},
 		{
 			name: "provider selector narrows to the second provider",
@@ -152,13 +152,13 @@ func TestSchedule(t *testing.T) {
 			name: "image not ready anywhere", vm: testVM("web-01"), class: testClass(),
 			image:     testImage(banlieuev1.ProviderImageStatus{ProviderName: "a", ProviderNamespace: testNS, Reason: "Importing", Message: "import Job running"}),
 			providers: []banlieuev1.Provider{testProvider("a"), testProvider("b")},
-			wantErr:   ReasonImageNotReady, wantMsg: []string{"provider a: VMImage ubuntu-2404 is not ready (Importing: import Job running)", "provider b: VMImage ubuntu-2404 has no status row"},
+			wantErr:   banlieuev1.ReasonImageNotReady, wantMsg: []string{"provider a: VMImage ubuntu-2404 is not ready (Importing: import Job running)", "provider b: VMImage ubuntu-2404 has no status row"},
 		},
 		{
 			name: "image row of a same-named provider in another namespace does not count", vm: testVM("web-01"), class: testClass(),
 			image:     testImage(banlieuev1.ProviderImageStatus{ProviderName: "a", ProviderNamespace: "other", Ready: true}),
 			providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr:   ReasonImageNotReady,
+			wantErr:   banlieuev1.ReasonImageNotReady,
 		},
 		{
 			name: "image ready only on b picks b", vm: testVM("web-01"), class: testClass(), image: testImage(readyRow("b")),
@@ -167,13 +167,13 @@ func TestSchedule(t *testing.T) {
 		{
 			name: "image precedes firmware", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.Firmware = banlieuev1.FirmwareEFISecure }),
-			image: testImage(), providers: []banlieuev1.Provider{testProvider("a")}, wantErr: ReasonImageNotReady,
+			image: testImage(), providers: []banlieuev1.Provider{testProvider("a")}, wantErr: banlieuev1.ReasonImageNotReady,
 		},
 		{
 			name: "efi-secure without efiSecureBoot", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.Firmware = banlieuev1.FirmwareEFISecure }),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonFirmwareUnsupported, wantMsg: []string{"a/a: firmware efi-secure needs feature efiSecureBoot"},
+			wantErr: banlieuev1.ReasonFirmwareUnsupported, wantMsg: []string{"a/a: firmware efi-secure needs feature efiSecureBoot"},
 		},
 		{
 			name: "efi-secure with efiSecureBoot", vm: testVM("web-01"),
@@ -185,13 +185,13 @@ func TestSchedule(t *testing.T) {
 			class:     testClass(func(c *banlieuev1.VMClass) { c.Spec.Firmware = banlieuev1.FirmwareEFISecure; c.Spec.TPMEnabled = true }),
 			image:     testImage(readyRow("a"), readyRow("b")),
 			providers: []banlieuev1.Provider{testProvider("a"), testProvider("b", withFeatures("efiSecureBoot"))},
-			wantErr:   ReasonFirmwareUnsupported, wantMsg: []string{"b/b: tpmEnabled needs feature vtpm"},
+			wantErr:   banlieuev1.ReasonFirmwareUnsupported, wantMsg: []string{"b/b: tpmEnabled needs feature vtpm"},
 		},
 		{
 			name: "tpm without vtpm", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.TPMEnabled = true }),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonTpmUnsupported, wantMsg: []string{"VMClass small has tpmEnabled", "vtpm", "a/a: tpmEnabled needs feature vtpm"},
+			wantErr: banlieuev1.ReasonTpmUnsupported, wantMsg: []string{"VMClass small has tpmEnabled", "vtpm", "a/a: tpmEnabled needs feature vtpm"},
 		},
 		{
 			name: "tpm with vtpm", vm: testVM("web-01"),
@@ -205,25 +205,25 @@ func TestSchedule(t *testing.T) {
 			providers: []banlieuev1.Provider{testProvider("a"), testProvider("b", func(p *banlieuev1.Provider) {
 				p.Status.FailureDomains[0].Attributes.AvailableStorageClasses = nil
 			})},
-			wantErr: ReasonTpmUnsupported,
+			wantErr: banlieuev1.ReasonTpmUnsupported,
 		},
 		{
 			name: "storage class missing", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.Hardware.Disks[0].StorageClass = "gold" }),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonNoFailureDomainMatched, wantMsg: []string{"a/a: storageClass gold (disk os) is not available"},
+			wantErr: banlieuev1.ReasonNoFailureDomainMatched, wantMsg: []string{"a/a: storageClass gold (disk os) is not available"},
 		},
 		{
 			name: "network class missing", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.Network.Interfaces[0].NetworkClass = "dmz" }),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonNoFailureDomainMatched, wantMsg: []string{"networkClass dmz (interface nic0) is not available"},
+			wantErr: banlieuev1.ReasonNoFailureDomainMatched, wantMsg: []string{"networkClass dmz (interface nic0) is not available"},
 		},
 		{
 			name: "class feature missing", vm: testVM("web-01"),
 			class: testClass(func(c *banlieuev1.VMClass) { c.Spec.Features = []string{"gpuPassthrough"} }),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a", withFeatures("vtpm"))},
-			wantErr: ReasonNoFailureDomainMatched, wantMsg: []string{"feature gpuPassthrough is not advertised"},
+			wantErr: banlieuev1.ReasonNoFailureDomainMatched, wantMsg: []string{"feature gpuPassthrough is not advertised"},
 		},
 		{
 			name: "failure domain selector", vm: testVM("web-01", func(vm *banlieuev1.VirtualMachine) {
@@ -237,12 +237,12 @@ func TestSchedule(t *testing.T) {
 				vm.Spec.Placement = &banlieuev1.Placement{FailureDomainSelector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"name": "z"}}}
 			}),
 			class: testClass(), image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			wantErr: ReasonNoFailureDomainMatched, wantMsg: []string{"a/a: labels do not match the failureDomainSelector"},
+			wantErr: banlieuev1.ReasonNoFailureDomainMatched, wantMsg: []string{"a/a: labels do not match the failureDomainSelector"},
 		},
 		{
 			name: "provider without failure domains", vm: testVM("web-01"), class: testClass(), image: testImage(readyRow("a")),
 			providers: []banlieuev1.Provider{testProvider("a", func(p *banlieuev1.Provider) { p.Status.FailureDomains = nil })},
-			wantErr:   ReasonNoFailureDomainMatched, wantMsg: []string{"provider a: publishes no failure domains"},
+			wantErr:   banlieuev1.ReasonNoFailureDomainMatched, wantMsg: []string{"provider a: publishes no failure domains"},
 		},
 		{
 			name: "tie-break by provider name, then FD name", vm: testVM("web-01"), class: testClass(),
@@ -260,13 +260,13 @@ func TestSchedule(t *testing.T) {
 		{
 			name: "default mode is required", vm: testVM("web-02", withAntiAffinity("")), class: testClass(),
 			image: testImage(readyRow("a")), providers: []banlieuev1.Provider{testProvider("a")},
-			siblings: []banlieuev1.VirtualMachine{scheduledOn("web-01", "a")}, wantErr: ReasonAntiAffinityUnsatisfied,
+			siblings: []banlieuev1.VirtualMachine{scheduledOn("web-01", "a")}, wantErr: banlieuev1.ReasonAntiAffinityUnsatisfied,
 		},
 		{
 			name: "required anti-affinity leaves nothing", vm: testVM("web-03", withAntiAffinity("required")), class: testClass(),
 			image: testImage(readyRow("a"), readyRow("b")), providers: []banlieuev1.Provider{testProvider("a"), testProvider("b")},
 			siblings: []banlieuev1.VirtualMachine{scheduledOn("web-01", "a"), scheduledOn("web-02", "b")},
-			wantErr:  ReasonAntiAffinityUnsatisfied, wantMsg: []string{"a/a: a sibling", "b/b: a sibling"},
+			wantErr:  banlieuev1.ReasonAntiAffinityUnsatisfied, wantMsg: []string{"a/a: a sibling", "b/b: a sibling"},
 		},
 		{
 			name: "anti-affinity ignores the VM itself", vm: testVM("web-01", withAntiAffinity("required")), class: testClass(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,21 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 )
 
-// FieldManager owns the VM status, the infrastructure machines' specs and VMImage
-// status.conditions (docs/architecture.md, "Field managers (server-side apply)").
-const FieldManager = "banlieue.io/controller"
-
 // Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const (
-	requeueDefault = 30 * time.Second
-	requeueError   = 5 * time.Second
-	requeueLong    = 300 * time.Second
-)
+const ()
 
 // Field indexes of the manager's cache.
 const (
@@ -61,12 +51,16 @@ func Setup(mgr manager.Manager, opts Options) error {
 		{&banlieuev1.VirtualMachine{}, classRefIndex, func(o client.Object) []string {
 			return []string{o.(*banlieuev1.VirtualMachine).Spec.ClassRef.Name}
 		}},
-		{&infrav1.LibvirtMachine{}, providerRefIndex, func(o client.Object) []string {
-			return []string{o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name}
-		}},
 	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	for _, k := range allInfraKinds() {
+		if err := indexer.IndexField(ctx, k.newObject(), providerRefIndex, func(o client.Object) []string {
+			return []string{k.providerOf(o)}
+		}); err != nil {
+			return fmt.Errorf("indexing %s by %s: %w", k.GVK.Kind, providerRefIndex, err)
 		}
 	}
 	inScope := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -102,12 +96,14 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("registering banlieue_virtualmachines: %w", err)
 	}
 
-	if err := ctrl.NewControllerManagedBy(mgr).
+	inUse := ctrl.NewControllerManagedBy(mgr).
 		Named("provider-in-use").
 		For(&banlieuev1.Provider{}, inScope).
-		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), inScope).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("provider-in-use", &providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
+	for _, k := range allInfraKinds() {
+		inUse = inUse.Watches(k.newObject(), handler.EnqueueRequestsFromMapFunc(providerOfMachine(k)), inScope)
+	}
+	if err := inUse.Complete(app.Instrument("provider-in-use", &providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
 	return nil

@@ -11,18 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/pkg/nocloud"
 )
-
-// FinalizerVirtualMachine holds a VM until its infrastructure machines are gone.
-const FinalizerVirtualMachine = "banlieue.io/virtualmachine"
-
-// AnnotationMigrate lets a user approve a recreate under migrationPolicy manual.
-const AnnotationMigrate = "banlieue.io/migrate"
 
 // Migration policies.
 const (
@@ -48,9 +43,9 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return r.finalize(ctx, &vm)
 	}
 	if vm.Spec.Paused {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
-	if err := r.ensureFinalizer(ctx, &vm); err != nil {
+	if err := finalizer.Ensure(ctx, r.client, &vm, banlieuev1.FinalizerVirtualMachine); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -75,9 +70,9 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	status.ObservedGeneration = vm.Generation
 	if msg := imageClassMismatch(&class, &image); msg != "" {
 		// Scheduled is left alone: the pairing is wrong whatever the placement.
-		setCondition(status, vm.Generation, metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse,
-			Reason: ReasonImageClassMismatch, Message: msg})
-		return r.writeStatus(ctx, &vm, status, requeueLong)
+		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: banlieuev1.ReasonImageClassMismatch, Message: msg})
+		return r.writeStatus(ctx, &vm, status, app.RequeueLong)
 	}
 
 	d, err := schedule(scheduleInput{VM: &vm, Class: &class, Image: &image, Providers: providers.Items, Siblings: siblings.Items})
@@ -86,11 +81,11 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if !errors.As(err, &se) {
 			return ctrl.Result{}, err
 		}
-		return r.notScheduled(ctx, &vm, status, se.Reason, se.Message, ReasonScheduling, requeueDefault)
+		return r.notScheduled(ctx, &vm, status, se.Reason, se.Message, banlieuev1.ReasonScheduling, app.RequeueDefault)
 	}
 	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
 	if err != nil {
-		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueLong)
+		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.RequeueLong)
 	}
 
 	next := d.placement()
@@ -107,7 +102,7 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		if live.ResourceVersion != vm.ResourceVersion {
 			// The watch brings the newer version, and with it another pass.
-			return ctrl.Result{RequeueAfter: requeueError}, nil
+			return ctrl.Result{RequeueAfter: app.ErrorRetry}, nil
 		}
 	}
 	existing := kind.newObject()
@@ -125,14 +120,14 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	raw, err := readUserData(ctx, r.apiReader, &vm)
 	if err != nil {
-		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
 	}
 	userData := renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
 	if n := len(userData); n > nocloud.MaxPayloadSize {
 		// Refused here, before any machine exists: the seed could never carry it.
-		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed,
+		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed,
 			fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
-				n, nocloud.MaxPayloadSize), ReasonInfraBuildFailed, requeueError)
+				n, nocloud.MaxPayloadSize), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
 	}
 	in := buildInput{VM: &vm, Class: &class, Image: &image, Decision: d, UserData: userData}
 	if exists {
@@ -140,25 +135,25 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	machine, err := kind.build(in)
 	if err != nil {
-		return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
 	}
-	if err := ssa.Apply(ctx, r.client, machine, FieldManager); err != nil {
+	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
 		// The API server refusing the machine (a name too long for domainName, say) is a build
 		// failure the user must fix, not a transient error.
 		if apierrors.IsInvalid(err) {
-			return r.notScheduled(ctx, &vm, status, ReasonInfraBuildFailed, err.Error(), ReasonInfraBuildFailed, requeueError)
+			return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
 		}
 		return ctrl.Result{}, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 	}
 
-	setCondition(status, vm.Generation, metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionTrue,
-		Reason: ReasonScheduled, Message: fmt.Sprintf("scheduled on Provider %s, failure domain %s", next.ProviderName, next.FailureDomain)})
-	setCondition(status, vm.Generation, metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionTrue,
-		Reason: ReasonReconciled, Message: fmt.Sprintf("%s %s matches the placement", kind.GVK.Kind, vm.Name)})
+	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue,
+		Reason: banlieuev1.ReasonScheduled, Message: fmt.Sprintf("scheduled on Provider %s, failure domain %s", next.ProviderName, next.FailureDomain)})
+	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionTrue,
+		Reason: banlieuev1.ReasonReconciled, Message: fmt.Sprintf("%s %s matches the placement", kind.GVK.Kind, vm.Name)})
 	mirror(status, kind.view(machine), vm.Generation)
 	status.Scheduled = stamped(status.Scheduled, next)
 	status.InfrastructureRef = infrastructureRef(kind, &vm)
-	return r.writeStatus(ctx, &vm, status, requeueDefault)
+	return r.writeStatus(ctx, &vm, status, app.RequeueDefault)
 }
 
 // drifted handles a placement that no longer matches the existing machine (docs/guides/libvirt-provider.md, "7. Run a VM").
@@ -166,16 +161,16 @@ func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.V
 	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
 	next banlieuev1.ScheduledPlacement) (ctrl.Result, error) {
 	policy := vm.Spec.MigrationPolicy
-	approved := policy == migrationAutomatic || (policy == migrationManual && vm.Annotations[AnnotationMigrate] == "true")
+	approved := policy == migrationAutomatic || (policy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] == "true")
 	if policy == migrationAutomatic || policy == migrationManual {
 		msg := fmt.Sprintf("placement changed (%s): %s %s is on Provider %s, failure domain %s; the scheduler now picks Provider %s, failure domain %s",
 			drift, kind.GVK.Kind, vm.Name, status.Scheduled.ProviderName, status.Scheduled.FailureDomain, next.ProviderName, next.FailureDomain)
 		if approved {
 			msg += "; recreating the machine"
 		} else {
-			msg += fmt.Sprintf("; annotate the VM %s=true to recreate it", AnnotationMigrate)
+			msg += fmt.Sprintf("; annotate the VM %s=true to recreate it", banlieuev1.AnnotationMigrate)
 		}
-		setCondition(status, vm.Generation, metav1.Condition{Type: conditionPlacementValid, Status: metav1.ConditionFalse, Reason: drift, Message: msg})
+		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionFalse, Reason: drift, Message: msg})
 	}
 	if approved && existing.GetDeletionTimestamp().IsZero() {
 		if err := r.client.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
@@ -184,15 +179,15 @@ func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.V
 	}
 	// Under never (or an unset policy) the machine stays where it is and is only mirrored.
 	mirror(status, kind.view(existing), vm.Generation)
-	return r.writeStatus(ctx, vm, status, requeueDefault)
+	return r.writeStatus(ctx, vm, status, app.RequeueDefault)
 }
 
 // notScheduled records a VM that has no machine to converge: Scheduled=False with reason and
 // msg, and Ready=False with readyReason.
 func (r *virtualMachineReconciler) notScheduled(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, reason, msg, readyReason string, requeue time.Duration) (ctrl.Result, error) {
-	setCondition(status, vm.Generation, metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
-	setCondition(status, vm.Generation, metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg})
+	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg})
 	return r.writeStatus(ctx, vm, status, requeue)
 }
 
@@ -213,17 +208,9 @@ func stamped(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlace
 func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, requeue time.Duration) (ctrl.Result, error) {
 	if !equality.Semantic.DeepEqual(&vm.Status, status) {
-		if err := ssa.ApplyStatus(ctx, r.client, vm, status, FieldManager); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.client, vm, status, banlieuev1.FieldManagerController); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-func (r *virtualMachineReconciler) ensureFinalizer(ctx context.Context, vm *banlieuev1.VirtualMachine) error {
-	orig := vm.DeepCopy()
-	if !controllerutil.AddFinalizer(vm, FinalizerVirtualMachine) {
-		return nil
-	}
-	return r.client.Patch(ctx, vm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -24,14 +24,12 @@ func (r *vmImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	conditions := append([]metav1.Condition(nil), image.Status.Conditions...)
-	ready := imageReady(image.Status.PerProvider)
-	ready.ObservedGeneration = image.Generation
-	ready.Message = banlieuev1.ConditionMessage(ready.Message)
-	meta.SetStatusCondition(&conditions, ready)
+	banlieuev1.SetCondition(&conditions, image.Generation, imageReady(image.Status.PerProvider))
 	if equality.Semantic.DeepEqual(conditions, image.Status.Conditions) {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 	// Conditions only: perProvider belongs to the providers and buildArtifact to the
 	// imagebuilder, each under its own field manager.
-	return ctrl.Result{RequeueAfter: requeueLong}, ssa.ApplyStatusConditions(ctx, r.client, &image, conditions, FieldManager)
+	return ctrl.Result{RequeueAfter: app.RequeueLong}, ssa.ApplyStatus(ctx, r.client, &image,
+		&banlieuev1.VMImageStatus{Conditions: conditions}, banlieuev1.FieldManagerController)
 }

@@ -18,23 +18,10 @@ import (
 
 // Labels and annotations of a build Job.
 const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelVMImage   = "banlieue.io/vmimage"
 
 	// ComponentBuild tells build Jobs from the provider's import Jobs, which share the other
 	// labels and the namespace.
 	ComponentBuild = "image-build"
-
-	// AnnotationImportFrom and AnnotationSourceChecksum record the source a Job builds: the Job
-	// spec is immutable, so a changed source can only be honoured by replacing the Job, and
-	// comparing annotations is cheaper and clearer than parsing the Job's argv back.
-	AnnotationImportFrom     = "banlieue.io/import-from"
-	AnnotationSourceChecksum = "banlieue.io/source-checksum"
-	// AnnotationArtifactKind is the kind the Job's output name assumes (.raw or .iso). It
-	// outlives a replacement made because the build found the other kind, which the URL did not
-	// reveal; see outputKindMismatch.
-	AnnotationArtifactKind = "banlieue.io/artifact-kind"
 
 	appName = "banlieue"
 	// ArtifactsMount is where the artifacts PVC appears in the build pod.
@@ -129,10 +116,10 @@ type jobSpec struct {
 // the build namespace's `restricted` audit and warn levels.
 func buildJob(s jobSpec) *batchv1.Job {
 	labels := map[string]string{
-		LabelName:      appName,
-		LabelComponent: ComponentBuild,
+		banlieuev1.LabelName:      appName,
+		banlieuev1.LabelComponent: ComponentBuild,
 		// A VMImage name may be longer than a label value may be.
-		LabelVMImage: naming.Capped(s.Image.Name),
+		banlieuev1.LabelVMImage: naming.Capped(s.Image.Name),
 	}
 	args := []string{"imagebuilder", "build",
 		"--vmimage", s.Image.Name,
@@ -152,9 +139,9 @@ func buildJob(s jobSpec) *batchv1.Job {
 			Namespace: s.Namespace,
 			Labels:    labels,
 			Annotations: map[string]string{
-				AnnotationImportFrom:     s.Source.ImportFrom,
-				AnnotationSourceChecksum: s.Source.Checksum,
-				AnnotationArtifactKind:   string(s.Kind),
+				banlieuev1.AnnotationImportFrom:     s.Source.ImportFrom,
+				banlieuev1.AnnotationSourceChecksum: s.Source.Checksum,
+				banlieuev1.AnnotationArtifactKind:   string(s.Kind),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: banlieuev1.GroupVersion.String(),
@@ -212,13 +199,13 @@ func buildJob(s jobSpec) *batchv1.Job {
 
 // stale says the Job builds another source than the VMImage now names.
 func stale(job *batchv1.Job, src banlieuev1.ImageSource) bool {
-	return job.Annotations[AnnotationImportFrom] != src.ImportFrom ||
-		job.Annotations[AnnotationSourceChecksum] != src.Checksum
+	return job.Annotations[banlieuev1.AnnotationImportFrom] != src.ImportFrom ||
+		job.Annotations[banlieuev1.AnnotationSourceChecksum] != src.Checksum
 }
 
 // jobKind is the artifact kind the Job's output name assumes.
 func jobKind(job *batchv1.Job) banlieuev1.ArtifactKind {
-	if banlieuev1.ArtifactKind(job.Annotations[AnnotationArtifactKind]) == banlieuev1.ArtifactISO {
+	if banlieuev1.ArtifactKind(job.Annotations[banlieuev1.AnnotationArtifactKind]) == banlieuev1.ArtifactISO {
 		return banlieuev1.ArtifactISO
 	}
 	return banlieuev1.ArtifactCloudImage

@@ -130,12 +130,12 @@ func TestBuildJob(t *testing.T) {
 			if *job.Spec.BackoffLimit != 2 || job.Spec.TTLSecondsAfterFinished != nil || pod.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("job spec %+v", job.Spec)
 			}
-			wantAnn := map[string]string{AnnotationImportFrom: tt.src.ImportFrom, AnnotationSourceChecksum: tt.src.Checksum,
-				AnnotationArtifactKind: string(tt.kind)}
+			wantAnn := map[string]string{banlieuev1.AnnotationImportFrom: tt.src.ImportFrom, banlieuev1.AnnotationSourceChecksum: tt.src.Checksum,
+				banlieuev1.AnnotationArtifactKind: string(tt.kind)}
 			if !reflect.DeepEqual(job.Annotations, wantAnn) {
 				t.Errorf("annotations %v", job.Annotations)
 			}
-			wantLabels := map[string]string{LabelName: "banlieue", LabelComponent: ComponentBuild, LabelVMImage: "debian-12"}
+			wantLabels := map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelComponent: ComponentBuild, banlieuev1.LabelVMImage: "debian-12"}
 			if !reflect.DeepEqual(job.Labels, wantLabels) || !reflect.DeepEqual(job.Spec.Template.Labels, wantLabels) {
 				t.Errorf("labels %v / %v", job.Labels, job.Spec.Template.Labels)
 			}

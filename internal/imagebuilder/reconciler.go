@@ -21,17 +21,11 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// FieldManager owns status.buildArtifact and the build Jobs (docs/architecture.md, "Field managers (server-side apply)").
-const FieldManager = "banlieue.io/imagebuilder"
-
 // ControllerName names the controller in logs and in the banlieue_reconcile_* series.
 const ControllerName = "imagebuilder"
 
 // Requeue intervals: default, long (docs/operations.md, "Requeue intervals"); the error policy is app.ErrorRateLimiter.
-const (
-	requeueDefault = 30 * time.Second
-	requeueLong    = 300 * time.Second
-)
+const ()
 
 // reconcileTimeout bounds one pass: a handful of API calls.
 const reconcileTimeout = 30 * time.Second
@@ -70,7 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("imagebuilder: ArtifactsPVC is required")
 	}
 	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[LabelComponent] == ComponentBuild
+		return o.GetLabels()[banlieuev1.LabelComponent] == ComponentBuild
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named(ControllerName).
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -92,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	src, ok := urlSource(&img)
 	if !ok {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 	job, err := r.getJob(ctx, BuildJobName(img.Name))
 	if err != nil {
@@ -126,9 +120,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if artifact.Phase == banlieuev1.BuildReady || artifact.Phase == banlieuev1.BuildFailed {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
-	return ctrl.Result{RequeueAfter: requeueDefault}, nil
+	return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 }
 
 // observe mirrors an existing, current Job, reading the deciding pod's termination message once
@@ -188,7 +182,7 @@ func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
 		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations,
 	})
-	if err := ssa.Apply(ctx, r.Client, job, FieldManager); err != nil {
+	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	return job, nil
@@ -225,8 +219,5 @@ func (r *Reconciler) applyStatus(ctx context.Context, img *banlieuev1.VMImage, a
 	if equality.Semantic.DeepEqual(img.Status.BuildArtifact, artifact) {
 		return nil
 	}
-	status := struct {
-		BuildArtifact *banlieuev1.BuildArtifact `json:"buildArtifact"`
-	}{artifact}
-	return ssa.ApplyStatus(ctx, r.Client, img, &status, FieldManager)
+	return ssa.ApplyStatus(ctx, r.Client, img, &banlieuev1.VMImageStatus{BuildArtifact: artifact}, banlieuev1.FieldManagerImagebuilder)
 }

@@ -13,22 +13,14 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 )
 
-// buildArtifact.reason values (the troubleshooting tables of docs/guides).
-const (
-	ReasonPending     = "Pending"
-	ReasonBuilding    = "Building"
-	ReasonReconciled  = "Reconciled"
-	ReasonBuildFailed = "BuildFailed"
-)
-
 // pendingArtifact is the status while no Job exists (yet, or again after a stale one went).
 func pendingArtifact(kind banlieuev1.ArtifactKind, message string) *banlieuev1.BuildArtifact {
-	return &banlieuev1.BuildArtifact{Kind: kind, Phase: banlieuev1.BuildPending, Reason: ReasonPending, Message: message}
+	return &banlieuev1.BuildArtifact{Kind: kind, Phase: banlieuev1.BuildPending, Reason: banlieuev1.ReasonPending, Message: message}
 }
 
 // invalidSourceArtifact is the status of a source no build could accept.
 func invalidSourceArtifact(kind banlieuev1.ArtifactKind, err error) *banlieuev1.BuildArtifact {
-	return &banlieuev1.BuildArtifact{Kind: kind, Phase: banlieuev1.BuildFailed, Reason: ReasonBuildFailed, Message: err.Error()}
+	return &banlieuev1.BuildArtifact{Kind: kind, Phase: banlieuev1.BuildFailed, Reason: banlieuev1.ReasonBuildFailed, Message: err.Error()}
 }
 
 // mirror maps a Job and, once it finished, its pod's termination message onto buildArtifact
@@ -40,22 +32,22 @@ func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact
 	}
 	switch stateOf(job) {
 	case jobPending:
-		a.Phase, a.Reason, a.Message = banlieuev1.BuildPending, ReasonPending, "build Job "+job.Name+" created; waiting for its pod"
+		a.Phase, a.Reason, a.Message = banlieuev1.BuildPending, banlieuev1.ReasonPending, "build Job "+job.Name+" created; waiting for its pod"
 	case jobRunning:
-		a.Phase, a.Reason, a.Message = banlieuev1.BuildBuilding, ReasonBuilding, "build Job "+job.Name+" running"
+		a.Phase, a.Reason, a.Message = banlieuev1.BuildBuilding, banlieuev1.ReasonBuilding, "build Job "+job.Name+" running"
 	case jobFailed:
-		a.Phase, a.Reason, a.Message = banlieuev1.BuildFailed, ReasonBuildFailed, termination
+		a.Phase, a.Reason, a.Message = banlieuev1.BuildFailed, banlieuev1.ReasonBuildFailed, termination
 		if termination == "" {
 			a.Message = failedMessage(job)
 		}
 	case jobSucceeded:
 		res, err := parseResult(termination)
 		if err != nil {
-			a.Phase, a.Reason = banlieuev1.BuildFailed, ReasonBuildFailed
+			a.Phase, a.Reason = banlieuev1.BuildFailed, banlieuev1.ReasonBuildFailed
 			a.Message = fmt.Sprintf("build Job %s succeeded but its result is unreadable: %v", job.Name, err)
 			return a
 		}
-		a.Phase, a.Reason, a.Message = banlieuev1.BuildReady, ReasonReconciled, "artifact "+res.File+" built"
+		a.Phase, a.Reason, a.Message = banlieuev1.BuildReady, banlieuev1.ReasonReconciled, "artifact "+res.File+" built"
 		a.Kind, a.File, a.Checksum, a.SizeBytes, a.SourceDigest = res.Kind, res.File, res.Checksum, res.SizeBytes, res.SourceDigest
 		a.PVCRef = &banlieuev1.LocalObjectReference{Name: pvc}
 	}

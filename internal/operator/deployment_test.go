@@ -22,7 +22,7 @@ func TestDeploymentPod(t *testing.T) {
 	if got := *d.Spec.Replicas; got != 1 {
 		t.Errorf("replicas %d", got)
 	}
-	if want := map[string]string{LabelName: "banlieue", LabelProvider: "libvirt-edge-host-7"}; !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
+	if want := map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelProvider: "libvirt-edge-host-7"}; !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
 		t.Errorf("selector %v", d.Spec.Selector.MatchLabels)
 	}
 	pod := d.Spec.Template.Spec

@@ -59,7 +59,7 @@ func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&banlieuev1.Provider{}: provider,
 		&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{
-			LabelManagedBy: ManagedBy,
+			banlieuev1.LabelManagedBy: ManagedBy,
 		})},
 	}}
 }

@@ -13,19 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-)
-
-// Finalizer holds a Provider until its workload, including the never-owned ClusterRoleBinding,
-// is gone.
-const Finalizer = "banlieue.io/provider-workload"
-
-// Event reasons on the Provider (the troubleshooting tables of docs/guides).
-const (
-	ReasonWorkloadApplied       = "WorkloadApplied"
-	ReasonWorkloadPruned        = "WorkloadPruned"
-	ReasonWorkloadDeleted       = "WorkloadDeleted"
-	ReasonReconcileSkipped      = "ReconcileSkipped"
-	ReasonProviderClassNotFound = "ProviderClassNotFound"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/finalizer"
 )
 
 // providerReconciler turns a Provider into its workload (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
@@ -44,14 +33,14 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !p.DeletionTimestamp.IsZero() {
-		if controllerutil.ContainsFinalizer(&p, providerInUseFinalizer) {
+		if controllerutil.ContainsFinalizer(&p, banlieuev1.FinalizerProviderInUse) {
 			// Machines still reference this Provider, and only its workload can tear their
 			// domains down: keep the workload running until they are gone.
-			return ctrl.Result{RequeueAfter: requeueDefault}, nil
+			return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 		}
 		return ctrl.Result{}, r.cleanup(ctx, &p)
 	}
-	if err := r.ensureFinalizer(ctx, &p); err != nil {
+	if err := finalizer.Ensure(ctx, r.client, &p, banlieuev1.FinalizerProviderWorkload); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -60,30 +49,30 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		r.recorder.Eventf(&p, nil, corev1.EventTypeWarning, ReasonProviderClassNotFound, "Reconcile",
+		r.recorder.Eventf(&p, nil, corev1.EventTypeWarning, banlieuev1.ReasonProviderClassNotFound, "Reconcile",
 			"ProviderClass %q not found", p.Spec.ProviderClassRef.Name)
-		return ctrl.Result{RequeueAfter: requeueDefault}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 	if paused := pausedObject(&p, &class); paused != "" {
-		r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, ReasonReconcileSkipped, "Reconcile", "%s is paused", paused)
-		return ctrl.Result{RequeueAfter: requeueDefault}, nil
+		r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, banlieuev1.ReasonReconcileSkipped, "Reconcile", "%s is paused", paused)
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 
 	w := desiredWorkload(&p, &class, r.opts)
 	for _, obj := range w.objects() {
-		if err := r.client.Apply(ctx, obj, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
 		}
 	}
 	if err := r.prune(ctx, &p, keepSet(w)); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, ReasonWorkloadApplied, "Reconcile",
+	r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadApplied, "Reconcile",
 		"workload %s applied in namespace %s", *w.deployment.GetName(), *w.deployment.GetNamespace())
 	if err := r.applyWorkloadStatus(ctx, &p, w); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: requeueDefault}, nil
+	return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 }
 
 // pausedObject names the paused object, Provider first, or returns "".
@@ -97,39 +86,15 @@ func pausedObject(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) strin
 	return ""
 }
 
-// ensureFinalizer adds the finalizer with an optimistic lock, so a concurrent writer of other
-// finalizers (the provider's banlieue.io/provider-in-use) is never overwritten.
-func (r *providerReconciler) ensureFinalizer(ctx context.Context, p *banlieuev1.Provider) error {
-	if controllerutil.ContainsFinalizer(p, Finalizer) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(p, Finalizer)
-	if err := r.client.Patch(ctx, p, patch); err != nil {
-		return fmt.Errorf("adding finalizer: %w", err)
-	}
-	return nil
-}
-
-// cleanup deletes the workload of a Provider being deleted, then releases it.
-// providerInUseFinalizer is held by banlieue-controller while LibvirtMachines reference the
-// Provider (the name is the API contract; the operator does not import the controller).
-const providerInUseFinalizer = "banlieue.io/provider-in-use"
-
 func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider) error {
-	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+	if !controllerutil.ContainsFinalizer(p, banlieuev1.FinalizerProviderWorkload) {
 		return nil
 	}
 	if _, err := r.deleteWorkload(ctx, p, nil); err != nil {
 		return err
 	}
-	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, ReasonWorkloadDeleted, "Delete", "workload deleted")
-	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(p, Finalizer)
-	if err := r.client.Patch(ctx, p, patch); err != nil {
-		return fmt.Errorf("removing finalizer: %w", err)
-	}
-	return nil
+	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")
+	return finalizer.Remove(ctx, r.client, p, banlieuev1.FinalizerProviderWorkload)
 }
 
 // providersOfClass maps a ProviderClass to every Provider that references it.

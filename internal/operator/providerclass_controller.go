@@ -8,23 +8,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
 )
 
 // ProviderClass Ready condition (docs/reference/api.md).
 const (
-	ConditionReady            = "Ready"
-	ReasonReady               = "Ready"
-	ReasonMissingClusterRole  = "MissingClusterRole"
-	ReasonInvalidImage        = "InvalidImage"
 	providerClusterRolePrefix = "banlieue-provider-"
 )
 
@@ -62,25 +56,23 @@ func classStatus(class *banlieuev1.ProviderClass, hasClusterRole bool, providers
 		Providers:          providers,
 		ObservedGeneration: class.Generation,
 	}
-	ready := readyCondition(class, hasClusterRole)
-	ready.Message = banlieuev1.ConditionMessage(ready.Message)
-	meta.SetStatusCondition(&status.Conditions, ready)
+	banlieuev1.SetCondition(&status.Conditions, class.Generation, readyCondition(class, hasClusterRole))
 	return status
 }
 
 // readyCondition checks the ClusterRole first: without it no workload of the class can run,
 // whatever its image.
 func readyCondition(class *banlieuev1.ProviderClass, hasClusterRole bool) metav1.Condition {
-	c := metav1.Condition{Type: ConditionReady, ObservedGeneration: class.Generation}
+	c := metav1.Condition{Type: banlieuev1.ConditionReady, ObservedGeneration: class.Generation}
 	switch {
 	case !hasClusterRole:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonMissingClusterRole
+		c.Status, c.Reason = metav1.ConditionFalse, banlieuev1.ReasonMissingClusterRole
 		c.Message = fmt.Sprintf("ClusterRole %s does not exist", providerClusterRole(class.Spec.Backend))
 	case !imageValid(class.Spec.Image):
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidImage
+		c.Status, c.Reason = metav1.ConditionFalse, banlieuev1.ReasonInvalidImage
 		c.Message = "image repository and tag must both be set"
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonReady
+		c.Status, c.Reason = metav1.ConditionTrue, banlieuev1.ReasonReady
 		c.Message = fmt.Sprintf("class is usable; image %s", imageRef(class.Spec.Image))
 	}
 	return c
@@ -88,15 +80,7 @@ func readyCondition(class *banlieuev1.ProviderClass, hasClusterRole bool) metav1
 
 // applyStatus sends the whole status, so fields it no longer holds are dropped (docs/architecture.md, "Field managers (server-side apply)").
 func (r *providerClassReconciler) applyStatus(ctx context.Context, class *banlieuev1.ProviderClass, status banlieuev1.ProviderClassStatus) error {
-	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return fmt.Errorf("encoding ProviderClass status: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
-	u.SetGroupVersionKind(banlieuev1.GroupVersion.WithKind("ProviderClass"))
-	u.SetName(class.Name)
-	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.client, class, &status, banlieuev1.FieldManagerOperator); err != nil {
 		return fmt.Errorf("applying ProviderClass %s status: %w", class.Name, err)
 	}
 	return nil

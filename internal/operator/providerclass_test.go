@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
 func TestClassReady(t *testing.T) {
@@ -30,7 +32,7 @@ func TestClassReady(t *testing.T) {
 				t.Fatalf("conditions %+v", s.Conditions)
 			}
 			c := s.Conditions[0]
-			if c.Type != "Ready" || c.Status != tt.wantStatus || c.Reason != tt.wantReason || c.ObservedGeneration != 2 {
+			if c.Type != banlieuev1.ConditionReady || c.Status != tt.wantStatus || c.Reason != tt.wantReason || c.ObservedGeneration != 2 {
 				t.Errorf("condition %+v", c)
 			}
 			if s.Providers != 4 || s.ObservedGeneration != 2 {
@@ -43,7 +45,7 @@ func TestClassReady(t *testing.T) {
 func TestClassReadyKeepsTransitionTime(t *testing.T) {
 	class := libvirtClass()
 	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: then}}
+	class.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: then}}
 	if got := classStatus(class, true, 1).Conditions[0].LastTransitionTime; !got.Equal(&then) {
 		t.Errorf("unchanged Ready moved its lastTransitionTime to %v", got)
 	}

@@ -42,7 +42,7 @@ func keepSet(w workload) map[objectKey]bool {
 func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool) error {
 	pruned, err := r.deleteWorkload(ctx, p, keep)
 	for _, instance := range slices.Sorted(maps.Keys(pruned)) {
-		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonWorkloadPruned, "Prune",
+		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonWorkloadPruned, "Prune",
 			"pruned workload %s: %s", instance, strings.Join(pruned[instance], ", "))
 	}
 	return err
@@ -70,7 +70,7 @@ func (r *providerReconciler) deleteWorkload(ctx context.Context, p *banlieuev1.P
 			if client.IgnoreNotFound(err) != nil {
 				return deleted, fmt.Errorf("deleting %s %s/%s: %w", gvk.Kind, obj.Namespace, obj.Name, err)
 			}
-			instance := obj.Labels[LabelInstance]
+			instance := obj.Labels[banlieuev1.LabelInstance]
 			deleted[instance] = append(deleted[instance], gvk.Kind+" "+client.ObjectKeyFromObject(obj).String())
 		}
 	}

@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,11 +19,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// FieldManager owns every object and status field the operator writes (docs/architecture.md, "Field managers (server-side apply)").
-const FieldManager = "banlieue.io/operator"
-
-// requeueDefault is the default interval of docs/operations.md, "Requeue intervals"; the error policy is app.ErrorRateLimiter.
-const requeueDefault = 30 * time.Second
+// app.RequeueDefault is the default interval of docs/operations.md, "Requeue intervals"; the error policy is app.ErrorRateLimiter.
 
 // classRefIndex indexes Providers by spec.providerClassRef.name so a class maps to its Providers
 // from the cache.
@@ -76,10 +71,10 @@ func Setup(mgr manager.Manager, opts Options) error {
 // providerOfWorkload maps a workload object to its Provider through its labels.
 func providerOfWorkload(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[LabelManagedBy] != ManagedBy || l[LabelProvider] == "" || l[LabelProviderNamespace] == "" {
+	if l[banlieuev1.LabelManagedBy] != ManagedBy || l[banlieuev1.LabelProvider] == "" || l[banlieuev1.LabelProviderNamespace] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[LabelProviderNamespace], Name: l[LabelProvider]}}}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[banlieuev1.LabelProviderNamespace], Name: l[banlieuev1.LabelProvider]}}}
 }
 
 // classOfProvider maps a Provider to its class; on an update both the old and the new class are

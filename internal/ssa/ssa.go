@@ -7,19 +7,24 @@ import (
 	"encoding/json"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// ApplyStatus applies status as the whole status of obj under manager. The whole status is
-// always sent: a field this manager owned and leaves out would be removed by the API server.
-func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, status any, manager string) error {
+// ApplyStatus is the one way banlieue's roles write a status: status (a value of the kind's
+// status type) holds every field manager owns and nothing else, and is applied whole. A field
+// this manager owned and leaves out is removed by the API server; a field it never sets (another
+// role's, on a status shared field by field such as VMImage's) stays the other's, since every
+// status field is omitempty and an unset one is not sent.
+func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, status any, manager string, opts ...Option) error {
 	u, err := skeleton(c.Scheme(), obj)
 	if err != nil {
 		return err
+	}
+	for _, o := range opts {
+		o(obj, u)
 	}
 	content, err := toMap(status)
 	if err != nil {
@@ -28,6 +33,15 @@ func ApplyStatus(ctx context.Context, c client.Client, obj client.Object, status
 	u.Object["status"] = content
 	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(manager), client.ForceOwnership)
+}
+
+// Option changes an apply request.
+type Option func(obj client.Object, request *unstructured.Unstructured)
+
+// IfUnchanged makes the apply carry obj's resourceVersion, so it fails with a Conflict when obj
+// changed since it was read: for a write decided from a read that must still hold.
+func IfUnchanged(obj client.Object, request *unstructured.Unstructured) {
+	request.SetResourceVersion(obj.GetResourceVersion())
 }
 
 // skeleton is an apply request naming obj and nothing else.
@@ -69,29 +83,6 @@ func Apply(ctx context.Context, c client.Client, obj client.Object, manager stri
 		return fmt.Errorf("decoding applied %s: %w", obj.GetName(), err)
 	}
 	return nil
-}
-
-// ApplyStatusConditions applies conditions as the only status field manager owns on obj. It is
-// for objects whose status is shared between managers field by field (VMImage: the provider
-// owns perProvider, the imagebuilder buildArtifact), where sending a whole status object would
-// claim the others' fields.
-func ApplyStatusConditions(ctx context.Context, c client.Client, obj client.Object,
-	conditions []metav1.Condition, manager string) error {
-	u, err := skeleton(c.Scheme(), obj)
-	if err != nil {
-		return err
-	}
-	items := make([]any, 0, len(conditions))
-	for i := range conditions {
-		item, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conditions[i])
-		if err != nil {
-			return fmt.Errorf("converting conditions of %s: %w", obj.GetName(), err)
-		}
-		items = append(items, item)
-	}
-	u.Object["status"] = map[string]any{"conditions": items}
-	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(manager), client.ForceOwnership)
 }
 
 // toMap turns a typed value (or a pointer to one) into the map an apply request carries; going

@@ -21,7 +21,7 @@ type codeReason struct {
 	where []string
 }
 
-// codeReasons collects the reasons the code under internal/ and pkg/ can write: the string
+// codeReasons collects the reasons the code under api/, internal/ and pkg/ can write: the string
 // values of constants named Reason*, and literal strings given as Reason in a Condition
 // composite literal (metav1.Condition{Reason: "…"}). Test files are left out.
 func codeReasons(t *testing.T) map[string]*codeReason {
@@ -35,7 +35,7 @@ func codeReasons(t *testing.T) map[string]*codeReason {
 		out[value].where = append(out[value].where, where)
 	}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"internal", "pkg"} {
+	for _, dir := range []string{"api", "internal", "pkg"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
@@ -258,6 +258,22 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 			len(missing), len(reasons), strings.Join(missing, "\n\t"))
 	}
 	t.Logf("%d of %d condition reasons documented", len(reasons)-len(missing), len(reasons))
+}
+
+// TestReasonsAreDeclaredInAPI: the API packages own the vocabulary the roles share, so no
+// reason is declared, or written as a literal, anywhere else.
+func TestReasonsAreDeclaredInAPI(t *testing.T) {
+	var outside []string
+	for _, r := range sortedReasons(codeReasons(t)) {
+		for _, w := range r.where {
+			if !strings.HasPrefix(w, "api/") {
+				outside = append(outside, fmt.Sprintf("`%s` at %s", r.value, w))
+			}
+		}
+	}
+	if len(outside) > 0 {
+		t.Errorf("%d condition reasons are declared outside api/:\n\t%s", len(outside), strings.Join(outside, "\n\t"))
+	}
 }
 
 // TestReasonCollectorFindsKnownReasons guards the collector itself: reasons declared as

@@ -18,8 +18,6 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/controller"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 )
 
 // vmsPerBatch is how many VirtualMachines each of the three batches creates.
@@ -254,15 +252,15 @@ func checkOnce(t *testing.T, f fleet, names []string, seen map[string]*firstSeen
 			t.Errorf("%s: domain redefined: UUID %s, first %s", n, m.Status.DomainUUID, r.domainUUID)
 		}
 		for _, want := range []metav1.Condition{
-			{Type: "Scheduled", Status: metav1.ConditionTrue, Reason: controller.ReasonScheduled},
-			{Type: "PlacementValid", Status: metav1.ConditionTrue, Reason: controller.ReasonReconciled},
-			{Type: "InfrastructureReady", Status: metav1.ConditionFalse, Reason: providerlibvirt.ReasonDomainNotRunning},
-			{Type: "Ready", Status: metav1.ConditionFalse, Reason: controller.ReasonInfrastructureNotReady},
+			{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonScheduled},
+			{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonReconciled},
+			{Type: banlieuev1.ConditionInfrastructureReady, Status: metav1.ConditionFalse, Reason: infrav1.ReasonDomainNotRunning},
+			{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: banlieuev1.ReasonInfrastructureNotReady},
 		} {
 			checkCondition(t, "VirtualMachine "+n, vm.Status.Conditions, want)
 		}
 		checkCondition(t, "LibvirtMachine "+n, m.Status.Conditions,
-			metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: providerlibvirt.ReasonDomainNotRunning})
+			metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: infrav1.ReasonDomainNotRunning})
 	}
 }
 
@@ -287,7 +285,7 @@ func countScheduled(f fleet, names []string) int {
 func countFinalized(f fleet, names []string) int {
 	n := 0
 	for _, name := range names {
-		if vm := f.vms[name]; vm != nil && slices.Contains(vm.Finalizers, controller.FinalizerVirtualMachine) {
+		if vm := f.vms[name]; vm != nil && slices.Contains(vm.Finalizers, banlieuev1.FinalizerVirtualMachine) {
 			n++
 		}
 	}

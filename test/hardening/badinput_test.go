@@ -13,9 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/controller"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/pkg/nocloud"
 )
 
@@ -132,11 +131,11 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if _, err := s.getMachine(ctx, vm); err == nil {
 				return true, ""
 			}
-			if c := meta.FindStatusCondition(got.Status.Conditions, "Scheduled"); c != nil && c.Reason == controller.ReasonInfraBuildFailed {
+			if c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionScheduled); c != nil && c.Reason == banlieuev1.ReasonInfraBuildFailed {
 				r.byProvider = false
 				return true, ""
 			}
-			return false, condition(got.Status.Conditions, "Scheduled")
+			return false, condition(got.Status.Conditions, banlieuev1.ConditionScheduled)
 		})
 	}
 	if !r.byProvider {
@@ -146,16 +145,16 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if err != nil {
 				return false, err.Error()
 			}
-			sc := meta.FindStatusCondition(got.Status.Conditions, "Scheduled")
-			rc := meta.FindStatusCondition(got.Status.Conditions, "Ready")
-			ok := sc != nil && rc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == controller.ReasonInfraBuildFailed &&
-				rc.Status == metav1.ConditionFalse && rc.Reason == controller.ReasonInfraBuildFailed
+			sc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionScheduled)
+			rc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
+			ok := sc != nil && rc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == banlieuev1.ReasonInfraBuildFailed &&
+				rc.Status == metav1.ConditionFalse && rc.Reason == banlieuev1.ReasonInfraBuildFailed
 			if ok {
 				msg = rc.Message
 			}
-			return ok, condition(got.Status.Conditions, "Scheduled") + "; " + condition(got.Status.Conditions, "Ready")
+			return ok, condition(got.Status.Conditions, banlieuev1.ConditionScheduled) + "; " + condition(got.Status.Conditions, banlieuev1.ConditionReady)
 		})
-		t.Logf("Ready=False %s: %s", controller.ReasonInfraBuildFailed, clip(msg))
+		t.Logf("Ready=False %s: %s", banlieuev1.ReasonInfraBuildFailed, clip(msg))
 		checkMessage(t, msg, r.want)
 		time.Sleep(time.Second) // a machine applied late would show up by now
 		if _, err := s.getMachine(ctx, vm); !apierrors.IsNotFound(err) {
@@ -168,22 +167,22 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if err != nil {
 				return false, err.Error()
 			}
-			c := meta.FindStatusCondition(m.Status.Conditions, "Ready")
-			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == providerlibvirt.ReasonReconcileFailed {
+			c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == infrav1.ReasonReconcileFailed {
 				msg = c.Message
 				return true, ""
 			}
-			return false, condition(m.Status.Conditions, "Ready")
+			return false, condition(m.Status.Conditions, banlieuev1.ConditionReady)
 		})
-		t.Logf("LibvirtMachine Ready=False %s: %s", providerlibvirt.ReasonReconcileFailed, clip(msg))
+		t.Logf("LibvirtMachine Ready=False %s: %s", infrav1.ReasonReconcileFailed, clip(msg))
 		checkMessage(t, msg, r.want)
 		eventually(t, 30*time.Second, "the VM mirrors the machine's failure", func() (bool, string) {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
 				return false, err.Error()
 			}
-			c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
-			return c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, "Ready")
+			c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
+			return c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, banlieuev1.ConditionReady)
 		})
 		// A second pass must not have created anything either.
 		time.Sleep(3 * time.Second)

@@ -255,8 +255,8 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 		rowReady := slices.ContainsFunc(img.Status.PerProvider, func(r banlieuev1.ProviderImageStatus) bool {
 			return r.ProviderNamespace == s.ns && r.Ready
 		})
-		return meta.IsStatusConditionTrue(p.Status.Conditions, "Ready") && rowReady,
-			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, "Ready"), img.Status.PerProvider)
+		return meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) && rowReady,
+			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, banlieuev1.ConditionReady), img.Status.PerProvider)
 	})
 	return ctx, c
 }
@@ -390,9 +390,9 @@ func (c *chaos) killDuringStart(ctx context.Context, t *testing.T) {
 			return false, err.Error()
 		}
 		if m.Status.ObservedPowerState == banlieuev1.Suspended {
-			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, "Ready"))
+			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 		}
-		return realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, "Ready")
+		return realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, banlieuev1.ConditionReady)
 	})
 	realisedAfter := time.Since(resumed)
 	t.Logf("start held %s: the kill landed %s (host: %s); the restarted provider led %s after the freeze; realised %s after the start completed",
@@ -521,7 +521,7 @@ func (c *chaos) landed(ctx context.Context, t *testing.T, vm *banlieuev1.Virtual
 	}
 	if phase == "create" {
 		switch {
-		case err != nil || !slices.Contains(m.Finalizers, providerlibvirt.MachineFinalizer):
+		case err != nil || !slices.Contains(m.Finalizers, infrav1.FinalizerLibvirtMachine):
 			return landedNotStarted, host
 		case realised(m, vm.Spec.DesiredPowerState):
 			return landedConverged, host
@@ -686,7 +686,7 @@ func (c *chaos) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev1.V
 			return false, err.Error()
 		}
 		return realised(m, vm.Spec.DesiredPowerState),
-			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, "Ready"))
+			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 	})
 }
 
@@ -700,8 +700,8 @@ func (c *chaos) waitGone(ctx context.Context, t *testing.T, vm *banlieuev1.Virtu
 // realised is a machine whose last pass succeeded with the power state asked for. Ready is
 // False (DomainNotRunning) for a powered-off machine by design, so its reason is what counts.
 func realised(m *infrav1.LibvirtMachine, power banlieuev1.PowerState) bool {
-	ready := meta.FindStatusCondition(m.Status.Conditions, "Ready")
-	return ready != nil && (ready.Reason == providerlibvirt.ReasonDomainRunning || ready.Reason == providerlibvirt.ReasonDomainNotRunning) &&
+	ready := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+	return ready != nil && (ready.Reason == infrav1.ReasonDomainRunning || ready.Reason == infrav1.ReasonDomainNotRunning) &&
 		m.Status.DomainUUID != "" && m.Status.ObservedPowerState == power
 }
 

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/test/jobrunner"
 )
 
@@ -91,9 +91,9 @@ func (s *labSuite) waitRunning(ctx context.Context, t *testing.T, vm *banlieuev1
 		if err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(m.Status.Conditions, "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == providerlibvirt.ReasonDomainRunning && m.Status.DomainUUID != "",
-			condition(m.Status.Conditions, "Ready")
+		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning && m.Status.DomainUUID != "",
+			condition(m.Status.Conditions, banlieuev1.ConditionReady)
 	})
 }
 

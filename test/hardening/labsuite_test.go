@@ -264,7 +264,7 @@ func (s *labSuite) setupNamespace(ctx context.Context, t *testing.T, ns string) 
 				Raw:                     map[string]string{"domainType": "qemu"},
 			},
 		}},
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+		Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
 	}
 	if err := ssa.ApplyStatus(ctx, s.c, p, &status, providerManager); err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func (s *labSuite) deleteVM(ctx context.Context, t *testing.T, vm *banlieuev1.Vi
 		_, errVM := s.getVM(ctx, vm)
 		m, errM := s.getMachine(ctx, vm)
 		return apierrors.IsNotFound(errVM) && apierrors.IsNotFound(errM),
-			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, "Ready"))
+			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 	})
 }
 

@@ -24,8 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -296,7 +296,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 		}
 	})
 
-	s.waitProvider(ctx, t, metav1.ConditionTrue, providerlibvirt.ReasonReconciled, 60*time.Second)
+	s.waitProvider(ctx, t, metav1.ConditionTrue, banlieuev1.ReasonReconciled, 60*time.Second)
 	vmA := s.vm(ns, "idle-"+run+"-a", banlieuev1.PoweredOff)
 	if err := s.c.Create(ctx, vmA); err != nil {
 		t.Fatal(err)
@@ -323,11 +323,11 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 		)
 		eventually(t, keepaliveWindow+15*time.Second, "Provider ConnectFailed and machine "+vmB.Name+" ReconcileFailed", func() (bool, string) {
 			pc := s.providerReady(ctx, t)
-			if providerAt == 0 && pc.Status == metav1.ConditionFalse && pc.Reason == providerlibvirt.ReasonConnectFailed {
+			if providerAt == 0 && pc.Status == metav1.ConditionFalse && pc.Reason == banlieuev1.ReasonConnectFailed {
 				providerAt, providerMsg = time.Since(stopped), pc.Message
 			}
 			mc := s.machineReady(ctx, t, vmB)
-			if machineAt == 0 && mc.Status == metav1.ConditionFalse && mc.Reason == providerlibvirt.ReasonReconcileFailed {
+			if machineAt == 0 && mc.Status == metav1.ConditionFalse && mc.Reason == infrav1.ReasonReconcileFailed {
 				machineAt, machineMsg = time.Since(stopped), mc.Message
 			}
 			return providerAt != 0 && machineAt != 0, fmt.Sprintf("Provider %s %s; machine %s %s", pc.Status, pc.Reason, mc.Status, mc.Reason)
@@ -347,7 +347,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 
 		s.thaw(t, pid)
 		thawed := time.Now()
-		s.waitProvider(ctx, t, metav1.ConditionTrue, providerlibvirt.ReasonReconciled, 60*time.Second)
+		s.waitProvider(ctx, t, metav1.ConditionTrue, banlieuev1.ReasonReconciled, 60*time.Second)
 		providerBack := time.Since(thawed)
 		s.waitRealised(ctx, t, vmB, 60*time.Second)
 		t.Logf("after SIGCONT: Provider Ready after %s, %s realised after %s", providerBack.Round(time.Millisecond),
@@ -363,12 +363,12 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 		uuidB := s.waitRealised(ctx, t, vmB, 10*time.Second)
 		s.killLibvirtd(t)
 		killed := time.Now()
-		msg := s.waitProvider(ctx, t, metav1.ConditionFalse, providerlibvirt.ReasonConnectFailed, 10*time.Second)
+		msg := s.waitProvider(ctx, t, metav1.ConditionFalse, banlieuev1.ReasonConnectFailed, 10*time.Second)
 		t.Logf("killed libvirtd: Provider ConnectFailed after %s: %q", time.Since(killed).Round(time.Millisecond), msg)
 		time.Sleep(time.Second) // as after a crash: the daemon is away for a moment
 		s.startLibvirtd(t)
 		restarted := time.Now()
-		s.waitProvider(ctx, t, metav1.ConditionTrue, providerlibvirt.ReasonReconciled, 30*time.Second)
+		s.waitProvider(ctx, t, metav1.ConditionTrue, banlieuev1.ReasonReconciled, 30*time.Second)
 		providerBack := time.Since(restarted)
 		if err := s.c.Create(ctx, vmC); err != nil {
 			t.Fatal(err)
@@ -403,7 +403,7 @@ func (s *labSuite) providerReady(ctx context.Context, t *testing.T) metav1.Condi
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: idleProvider}, &p); err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(p.Status.Conditions, "Ready"); c != nil {
+	if c := meta.FindStatusCondition(p.Status.Conditions, banlieuev1.ConditionReady); c != nil {
 		return *c
 	}
 	return metav1.Condition{}
@@ -416,7 +416,7 @@ func (s *labSuite) machineReady(ctx context.Context, t *testing.T, vm *banlieuev
 	if client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(m.Status.Conditions, "Ready"); c != nil {
+	if c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady); c != nil {
 		return *c
 	}
 	return metav1.Condition{}
@@ -443,7 +443,7 @@ func (s *labSuite) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev
 			return false, err.Error()
 		}
 		uuid = m.Status.DomainUUID
-		return uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, "Ready")
+		return uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, banlieuev1.ConditionReady)
 	})
 	return uuid
 }

@@ -234,8 +234,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 		scanned += scanProc(t, bin, needles)
 		must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-a"}, &edgeA))
 		must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "broken"}, &broken))
-		if meta.FindStatusCondition(edgeA.Status.Conditions, "ProviderReachable") != nil &&
-			meta.FindStatusCondition(broken.Status.Conditions, "Ready") != nil {
+		if meta.FindStatusCondition(edgeA.Status.Conditions, banlieuev1.ConditionProviderReachable) != nil &&
+			meta.FindStatusCondition(broken.Status.Conditions, banlieuev1.ConditionReady) != nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -83,7 +83,7 @@ func TestOperator(t *testing.T) {
 	t.Run("the guide's Provider gets its whole workload", func(t *testing.T) { testWorkload(ctx, t, admin, &p) })
 	t.Run("ProviderClass Ready once the ClusterRole is installed", func(t *testing.T) {
 		installClusterRole(ctx, t, admin, "config/rbac/provider-libvirt/role.yaml")
-		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, "Ready", 1)
+		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
 	})
 	t.Run("granted permissions, proven by impersonation", func(t *testing.T) { testGrants(ctx, t, env, &p) })
 	t.Run("the operator cannot escalate", func(t *testing.T) {
@@ -145,7 +145,7 @@ func waitClassReady(ctx context.Context, t *testing.T, c client.Client, name str
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &class); err != nil {
 			return err
 		}
-		ready := meta.FindStatusCondition(class.Status.Conditions, "Ready")
+		ready := meta.FindStatusCondition(class.Status.Conditions, banlieuev1.ConditionReady)
 		if ready == nil || ready.Status != status || ready.Reason != reason || class.Status.Providers != providers ||
 			class.Status.ObservedGeneration != class.Generation || ready.ObservedGeneration != class.Generation {
 			return fmt.Errorf("want Ready=%s %s providers=%d, got %+v", status, reason, providers, class.Status)
@@ -198,9 +198,9 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 			t.Errorf("%s ownerReferences %+v, want %+v", what, obj.GetOwnerReferences(), wantOwner)
 		}
 		if i := slices.IndexFunc(obj.GetManagedFields(), func(m metav1.ManagedFieldsEntry) bool {
-			return m.Manager == operator.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply
+			return m.Manager == banlieuev1.FieldManagerOperator && m.Operation == metav1.ManagedFieldsOperationApply
 		}); i < 0 {
-			t.Errorf("%s is not applied by %s: %+v", what, operator.FieldManager, obj.GetManagedFields())
+			t.Errorf("%s is not applied by %s: %+v", what, banlieuev1.FieldManagerOperator, obj.GetManagedFields())
 		}
 	}
 	crb := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding)
@@ -264,7 +264,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		if w == nil || w.DeploymentName != workload || w.Namespace != systemNs || w.ReadyReplicas != 0 || w.ObservedGeneration != p.Generation {
 			return fmt.Errorf("status.workload %+v", w)
 		}
-		if !slices.Contains(p.Finalizers, operator.Finalizer) {
+		if !slices.Contains(p.Finalizers, banlieuev1.FinalizerProviderWorkload) {
 			return fmt.Errorf("finalizers %v", p.Finalizers)
 		}
 		return nil
@@ -273,7 +273,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		t.Errorf("the operator must not write conditions: %+v", p.Status.Conditions)
 	}
 	eventually(t, "WorkloadApplied event", func() error {
-		return hasEvent(ctx, c, systemNs, provider, operator.ReasonWorkloadApplied, workload)
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadApplied, workload)
 	})
 }
 
@@ -342,7 +342,7 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
 			return err
 		}
-		if got.Status.Workload == nil || meta.FindStatusCondition(got.Status.Conditions, "Ready") == nil {
+		if got.Status.Workload == nil || meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady) == nil {
 			return fmt.Errorf("status %+v", got.Status)
 		}
 		return nil
@@ -352,7 +352,7 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 func testPaused(ctx context.Context, t *testing.T, c client.Client) {
 	patchClass(ctx, t, c, "libvirt", func(cl *banlieuev1.ProviderClass) { cl.Spec.Paused = true })
 	eventually(t, "ReconcileSkipped event", func() error {
-		return hasEvent(ctx, c, systemNs, provider, operator.ReasonReconcileSkipped, "ProviderClass libvirt is paused")
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonReconcileSkipped, "ProviderClass libvirt is paused")
 	})
 	patchClass(ctx, t, c, "libvirt", func(cl *banlieuev1.ProviderClass) { cl.Spec.Paused = false })
 }
@@ -360,7 +360,7 @@ func testPaused(ctx context.Context, t *testing.T, c client.Client) {
 func testMissingClass(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {
 	patchProvider(ctx, t, c, p, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = "libvirt-b" })
 	eventually(t, "ProviderClassNotFound event", func() error {
-		return hasEvent(ctx, c, systemNs, provider, operator.ReasonProviderClassNotFound, `"libvirt-b"`)
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonProviderClassNotFound, `"libvirt-b"`)
 	})
 }
 
@@ -389,10 +389,10 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		eventually(t, fmt.Sprintf("old %T %s pruned", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
 	eventually(t, "WorkloadPruned event", func() error {
-		return hasEvent(ctx, c, systemNs, provider, operator.ReasonWorkloadPruned, workload)
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadPruned, workload)
 	})
-	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, "Ready", 0)
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 1)
+	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
 }
 
 func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {
@@ -414,9 +414,9 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		eventually(t, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
 	eventually(t, "WorkloadDeleted event", func() error {
-		return hasEvent(ctx, c, systemNs, provider, operator.ReasonWorkloadDeleted, "")
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadDeleted, "")
 	})
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
 }
 
 func patchClass(ctx context.Context, t *testing.T, c client.Client, name string, mutate func(*banlieuev1.ProviderClass)) {

@@ -11,20 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-)
-
-// Claim condition type and reasons (docs/guides/virtualmachine-pools.md).
-const (
-	ConditionBound          = "Bound"
-	ReasonBound             = "Bound"
-	ReasonNoMemberAvailable = "NoMemberAvailable"
-	ReasonPoolNotFound      = "PoolNotFound"
-	ReasonMemberLost        = "MemberLost"
-	ReasonReleased          = "Released"
-	ReasonExpired           = "Expired"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/finalizer"
+	"banlieue.io/banlieue/internal/ssa"
 )
 
 // claimReconciler binds a VirtualMachineClaim to one Ready member of its pool, holds it for the
@@ -110,24 +101,24 @@ func (r *claimReconciler) release(ctx context.Context, claim *banlieuev1.Virtual
 		if err := r.deleteMembers(ctx, []banlieuev1.VirtualMachine{*member}); err != nil {
 			return ctrl.Result{}, err
 		}
-		reason := ReasonReleased
+		reason := banlieuev1.ReasonReleased
 		if !snap.Deleting {
-			reason = ReasonExpired
+			reason = banlieuev1.ReasonExpired
 		}
 		err := r.patchStatus(ctx, claim, func(s *banlieuev1.VirtualMachineClaimStatus) {
 			s.Phase = banlieuev1.ClaimReleasing
 			setBound(s, claim, metav1.ConditionFalse, reason, fmt.Sprintf("destroying member %s", member.Name))
 		})
-		return ctrl.Result{RequeueAfter: requeueDefault}, err
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, err
 	}
 	if snap.Deleting {
-		return ctrl.Result{}, r.removeFinalizer(ctx, claim)
+		return ctrl.Result{}, finalizer.Remove(ctx, r.client, claim, banlieuev1.FinalizerClaimProtection)
 	}
 	uid := claim.UID
 	if err := r.client.Delete(ctx, claim, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting expired claim %s: %w", claim.Name, err)
 	}
-	return ctrl.Result{RequeueAfter: requeueLong}, nil
+	return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 }
 
 // fail records that the bound member is gone. A claim is never rebound: its consumer was handed
@@ -137,7 +128,7 @@ func (r *claimReconciler) fail(ctx context.Context, claim *banlieuev1.VirtualMac
 	name := claim.Status.VirtualMachineRef.Name
 	err := r.patchStatus(ctx, claim, func(s *banlieuev1.VirtualMachineClaimStatus) {
 		s.Phase = banlieuev1.ClaimFailed
-		setBound(s, claim, metav1.ConditionFalse, ReasonMemberLost,
+		setBound(s, claim, metav1.ConditionFalse, banlieuev1.ReasonMemberLost,
 			fmt.Sprintf("bound member %s no longer exists; claims are never rebound", name))
 	})
 	if err != nil || claim.Status.ExpiresAt == nil {
@@ -160,7 +151,7 @@ func (r *claimReconciler) hold(ctx context.Context, claim *banlieuev1.VirtualMac
 		s.Phase = banlieuev1.ClaimBound
 		s.Addresses = member.Status.Addresses
 		s.TPMEndorsementCertificates = member.Status.TPMEndorsementCertificates
-		setBound(s, claim, metav1.ConditionTrue, ReasonBound, fmt.Sprintf("bound to %s", member.Name))
+		setBound(s, claim, metav1.ConditionTrue, banlieuev1.ReasonBound, fmt.Sprintf("bound to %s", member.Name))
 	})
 	return ctrl.Result{RequeueAfter: untilExpiry(claim, now)}, err
 }
@@ -179,13 +170,13 @@ func (r *claimReconciler) bind(ctx context.Context, claim *banlieuev1.VirtualMac
 
 	var pool banlieuev1.VirtualMachinePool
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.PoolRef.Name}, &pool); apierrors.IsNotFound(err) {
-		return r.wait(ctx, claim, ReasonPoolNotFound, fmt.Sprintf("pool %s does not exist", claim.Spec.PoolRef.Name))
+		return r.wait(ctx, claim, banlieuev1.ReasonPoolNotFound, fmt.Sprintf("pool %s does not exist", claim.Spec.PoolRef.Name))
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting pool %s: %w", claim.Spec.PoolRef.Name, err)
 	}
 	// The label only narrows the list: a VM that merely carries it is not the pool's to hand out.
 	var listed banlieuev1.VirtualMachineList
-	if err := r.client.List(ctx, &listed, client.InNamespace(claim.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+	if err := r.client.List(ctx, &listed, client.InNamespace(claim.Namespace), client.MatchingLabels{banlieuev1.LabelPool: pool.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing members of pool %s: %w", pool.Name, err)
 	}
 	vms := poolMembers(&pool, listed.Items)
@@ -197,7 +188,7 @@ func (r *claimReconciler) bind(ctx context.Context, claim *banlieuev1.VirtualMac
 	}
 	name, ok := pickMember(members, pool.Status.ImageRevision)
 	if !ok {
-		return r.wait(ctx, claim, ReasonNoMemberAvailable, noMemberMessage(&pool))
+		return r.wait(ctx, claim, banlieuev1.ReasonNoMemberAvailable, noMemberMessage(&pool))
 	}
 
 	if err := r.ensureFinalizer(ctx, claim); err != nil {
@@ -233,8 +224,7 @@ func (r *claimReconciler) recordBind(ctx context.Context, claim *banlieuev1.Virt
 	}
 	boundAt := metav1.NewTime(now.Truncate(time.Second))
 	expiresAt := metav1.NewTime(boundAt.Add(seconds(claim.Spec.TTLSeconds)))
-	orig := claim.DeepCopy()
-	s := &claim.Status
+	s := claim.Status.DeepCopy()
 	s.Phase = banlieuev1.ClaimBound
 	s.VirtualMachineRef = &banlieuev1.LocalObjectReference{Name: vm.Name}
 	s.Addresses = vm.Status.Addresses
@@ -242,10 +232,11 @@ func (r *claimReconciler) recordBind(ctx context.Context, claim *banlieuev1.Virt
 	s.Nonce = nonce
 	s.BoundAt, s.ExpiresAt = &boundAt, &expiresAt
 	s.ObservedGeneration = claim.Generation
-	setBound(s, claim, metav1.ConditionTrue, ReasonBound, fmt.Sprintf("bound to %s", vm.Name))
-	if err := r.client.Status().Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	setBound(s, claim, metav1.ConditionTrue, banlieuev1.ReasonBound, fmt.Sprintf("bound to %s", vm.Name))
+	if err := ssa.ApplyStatus(ctx, r.client, claim, s, banlieuev1.FieldManagerPoolController, ssa.IfUnchanged); err != nil {
 		return conflictOr(err)
 	}
+	claim.Status = *s
 	return ctrl.Result{RequeueAfter: untilExpiry(claim, now)}, nil
 }
 
@@ -262,7 +253,7 @@ func (r *claimReconciler) wait(ctx context.Context, claim *banlieuev1.VirtualMac
 // empty without reading the pool.
 func noMemberMessage(pool *banlieuev1.VirtualMachinePool) string {
 	msg := fmt.Sprintf("no Ready, unclaimed member in pool %s ", pool.Name)
-	if w := meta.FindStatusCondition(pool.Status.Conditions, ConditionWarm); w != nil {
+	if w := meta.FindStatusCondition(pool.Status.Conditions, banlieuev1.ConditionWarm); w != nil {
 		return msg + fmt.Sprintf("(pool: %s: %s)", w.Reason, w.Message)
 	}
 	return msg + "(pool has not published a Warm condition yet)"
@@ -273,7 +264,7 @@ func noMemberMessage(pool *banlieuev1.VirtualMachinePool) string {
 func (r *claimReconciler) strayMembers(ctx context.Context, reader client.Reader,
 	claim *banlieuev1.VirtualMachineClaim) ([]banlieuev1.VirtualMachine, error) {
 	var vms banlieuev1.VirtualMachineList
-	if err := reader.List(ctx, &vms, client.InNamespace(claim.Namespace), client.MatchingLabels{LabelClaim: claim.Name}); err != nil {
+	if err := reader.List(ctx, &vms, client.InNamespace(claim.Namespace), client.MatchingLabels{banlieuev1.LabelClaim: claim.Name}); err != nil {
 		return nil, fmt.Errorf("listing members labelled for claim %s: %w", claim.Name, err)
 	}
 	return strays(claim, vms.Items), nil
@@ -293,51 +284,48 @@ func (r *claimReconciler) deleteMembers(ctx context.Context, vms []banlieuev1.Vi
 	return nil
 }
 
-// patchStatus merge-patches the claim's status after mutate, skipping the request when nothing
-// changed. Claim status has no field manager (docs/architecture.md, "Field managers (server-side apply)").
+// patchStatus applies the claim's status as mutate leaves it, skipping the request when nothing
+// changed. The apply carries the claim's resourceVersion: the whole status is sent, so a pass
+// working from a stale cached claim (one that has not seen the bind yet) would otherwise erase
+// the binding. Such a write is dropped; the newer claim's watch event brings another pass.
 func (r *claimReconciler) patchStatus(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
 	mutate func(*banlieuev1.VirtualMachineClaimStatus)) error {
-	orig := claim.DeepCopy()
-	mutate(&claim.Status)
-	claim.Status.ObservedGeneration = claim.Generation
-	if equality.Semantic.DeepEqual(&orig.Status, &claim.Status) {
+	s := claim.Status.DeepCopy()
+	mutate(s)
+	s.ObservedGeneration = claim.Generation
+	if equality.Semantic.DeepEqual(&claim.Status, s) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, claim, client.MergeFrom(orig)))
+	err := ssa.ApplyStatus(ctx, r.client, claim, s, banlieuev1.FieldManagerPoolController, ssa.IfUnchanged)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	claim.Status = *s
+	return nil
 }
 
 // ensureFinalizer adds the claim's finalizer before anything is bound, so a deleted claim always
-// gets to destroy its member. The patch is optimistic: a merge patch replaces the whole list.
+// gets to destroy its member.
 func (r *claimReconciler) ensureFinalizer(ctx context.Context, claim *banlieuev1.VirtualMachineClaim) error {
-	orig := claim.DeepCopy()
-	if !controllerutil.AddFinalizer(claim, FinalizerClaimProtection) {
-		return nil
-	}
-	return r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-}
-
-func (r *claimReconciler) removeFinalizer(ctx context.Context, claim *banlieuev1.VirtualMachineClaim) error {
-	orig := claim.DeepCopy()
-	if !controllerutil.RemoveFinalizer(claim, FinalizerClaimProtection) {
-		return nil
-	}
-	err := r.client.Patch(ctx, claim, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	return client.IgnoreNotFound(err)
+	return finalizer.Ensure(ctx, r.client, claim, banlieuev1.FinalizerClaimProtection)
 }
 
 func setBound(s *banlieuev1.VirtualMachineClaimStatus, claim *banlieuev1.VirtualMachineClaim,
 	status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: ConditionBound, Status: status,
-		Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: claim.Generation})
+	banlieuev1.SetCondition(&s.Conditions, claim.Generation, metav1.Condition{Type: banlieuev1.ConditionBound, Status: status,
+		Reason: reason, Message: msg})
 }
 
 // untilExpiry is the default requeue, shortened so the TTL is honoured to the second. It is
 // never zero, which would mean no requeue at all.
 func untilExpiry(claim *banlieuev1.VirtualMachineClaim, now time.Time) time.Duration {
 	if e := claim.Status.ExpiresAt; e != nil {
-		return max(min(requeueDefault, e.Sub(now)), time.Millisecond)
+		return max(min(app.RequeueDefault, e.Sub(now)), time.Millisecond)
 	}
-	return requeueDefault
+	return app.RequeueDefault
 }
 
 // conflictOr turns a lost optimistic race into the short requeue of docs/guides/virtualmachine-pools.md; any other error

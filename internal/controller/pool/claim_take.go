@@ -23,12 +23,12 @@ func takeMember(vm *banlieuev1.VirtualMachine, claim *banlieuev1.VirtualMachineC
 	if vm.Labels == nil {
 		vm.Labels = map[string]string{}
 	}
-	vm.Labels[LabelClaim] = claim.Name
+	vm.Labels[banlieuev1.LabelClaim] = claim.Name
 	if vm.Annotations == nil {
 		vm.Annotations = map[string]string{}
 	}
-	vm.Annotations[AnnotationClaimSubjectIssuer] = claim.Spec.Subject.Issuer
-	vm.Annotations[AnnotationClaimSubjectID] = claim.Spec.Subject.ID
+	vm.Annotations[banlieuev1.AnnotationClaimSubjectIssuer] = claim.Spec.Subject.Issuer
+	vm.Annotations[banlieuev1.AnnotationClaimSubjectID] = claim.Spec.Subject.ID
 	vm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, gvk)}
 	return nil
 }
@@ -40,7 +40,7 @@ func takeMember(vm *banlieuev1.VirtualMachine, claim *banlieuev1.VirtualMachineC
 func takenBy(vm *banlieuev1.VirtualMachine, claim *banlieuev1.VirtualMachineClaim) bool {
 	owner := metav1.GetControllerOfNoCopy(vm)
 	return owner != nil && owner.UID == claim.UID &&
-		vm.Labels[LabelPool] == claim.Spec.PoolRef.Name && vm.Labels[LabelClaim] == claim.Name
+		vm.Labels[banlieuev1.LabelPool] == claim.Spec.PoolRef.Name && vm.Labels[banlieuev1.LabelClaim] == claim.Name
 }
 
 // strays are the VMs of vms that claim took but did not record as bound: left by a bind that

@@ -27,7 +27,7 @@ func testClaim(bound string) *banlieuev1.VirtualMachineClaim {
 func takenVM(t *testing.T, name string, mutate func(*banlieuev1.VirtualMachine)) banlieuev1.VirtualMachine {
 	t.Helper()
 	vm := banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		Labels: map[string]string{LabelPool: "web"}}}
+		Labels: map[string]string{banlieuev1.LabelPool: "web"}}}
 	if err := takeMember(&vm, testClaim(""), app.NewScheme()); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestTakenBy(t *testing.T) {
 		{"as takeMember left it", func(*banlieuev1.VirtualMachine) {}, true},
 		{"the claim's label only, no owner", func(vm *banlieuev1.VirtualMachine) {
 			vm.OwnerReferences = nil
-			delete(vm.Labels, LabelPool)
+			delete(vm.Labels, banlieuev1.LabelPool)
 		}, false},
 		{"both labels, no owner", func(vm *banlieuev1.VirtualMachine) { vm.OwnerReferences = nil }, false},
 		{"still owned by the pool", func(vm *banlieuev1.VirtualMachine) {
@@ -60,9 +60,9 @@ func TestTakenBy(t *testing.T) {
 		}, false},
 		{"an earlier claim of the same name", ownedBy("old-claim-uid", true), false},
 		{"the claim as owner but not controller", ownedBy("claim-uid", false), false},
-		{"another pool's label", func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelPool] = "db" }, false},
-		{"no pool label", func(vm *banlieuev1.VirtualMachine) { delete(vm.Labels, LabelPool) }, false},
-		{"another claim's label", func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelClaim] = "d" }, false},
+		{"another pool's label", func(vm *banlieuev1.VirtualMachine) { vm.Labels[banlieuev1.LabelPool] = "db" }, false},
+		{"no pool label", func(vm *banlieuev1.VirtualMachine) { delete(vm.Labels, banlieuev1.LabelPool) }, false},
+		{"another claim's label", func(vm *banlieuev1.VirtualMachine) { vm.Labels[banlieuev1.LabelClaim] = "d" }, false},
 	}
 	for _, tc := range tests {
 		vm := takenVM(t, "web-abcde", tc.mutate)

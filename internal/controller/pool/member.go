@@ -43,7 +43,7 @@ func poolMembers(pool *banlieuev1.VirtualMachinePool, vms []banlieuev1.VirtualMa
 // only VMs the pool ever deletes.
 func controlledBy(vm *banlieuev1.VirtualMachine, pool *banlieuev1.VirtualMachinePool) bool {
 	owner := metav1.GetControllerOfNoCopy(vm)
-	return owner != nil && owner.UID == pool.UID && vm.Labels[LabelPool] == pool.Name
+	return owner != nil && owner.UID == pool.UID && vm.Labels[banlieuev1.LabelPool] == pool.Name
 }
 
 // claimedFrom reports whether vm is a member a claim took, as takeMember left it: the pool's
@@ -57,7 +57,7 @@ func claimedFrom(vm *banlieuev1.VirtualMachine, pool *banlieuev1.VirtualMachineP
 	}
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
 	return err == nil && gv.Group == banlieuev1.GroupVersion.Group &&
-		vm.Labels[LabelPool] == pool.Name && vm.Labels[LabelClaim] == owner.Name
+		vm.Labels[banlieuev1.LabelPool] == pool.Name && vm.Labels[banlieuev1.LabelClaim] == owner.Name
 }
 
 // member is the planner's view of one member VM: everything it needs and nothing it could
@@ -82,7 +82,7 @@ func projectMember(vm *banlieuev1.VirtualMachine, readiness banlieuev1.PoolReadi
 	m := member{
 		Name:     vm.Name,
 		Age:      now.Sub(vm.CreationTimestamp.Time),
-		Revision: vm.Labels[LabelPoolImageRevision],
+		Revision: vm.Labels[banlieuev1.LabelPoolImageRevision],
 	}
 	if len(vm.Spec.NetworkOverrides) > 0 {
 		if a, err := netip.ParseAddr(vm.Spec.NetworkOverrides[0].Static.Address); err == nil && a.Is4() {
@@ -91,7 +91,7 @@ func projectMember(vm *banlieuev1.VirtualMachine, readiness banlieuev1.PoolReadi
 	}
 	cond := meta.FindStatusCondition(vm.Status.Conditions, string(readiness))
 	m.Signalled = cond != nil
-	_, claimed := vm.Labels[LabelClaim]
+	_, claimed := vm.Labels[banlieuev1.LabelClaim]
 	switch {
 	case !vm.DeletionTimestamp.IsZero():
 		m.Phase = phaseDeleting

@@ -20,8 +20,8 @@ func newMember(pool *banlieuev1.VirtualMachinePool, revision string, address net
 	for k, v := range t.Labels {
 		labels[k] = v
 	}
-	labels[LabelPool] = pool.Name
-	labels[LabelPoolImageRevision] = revision
+	labels[banlieuev1.LabelPool] = pool.Name
+	labels[banlieuev1.LabelPoolImageRevision] = revision
 	vm := &banlieuev1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: pool.Name + "-",

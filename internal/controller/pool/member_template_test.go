@@ -35,7 +35,7 @@ func TestNewMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	if vm.GenerateName != "web-pool-" || vm.Name != "" || vm.Namespace != "banlieue-system" ||
-		!reflect.DeepEqual(vm.Labels, map[string]string{"app": "web", LabelPool: "web-pool", LabelPoolImageRevision: rev}) ||
+		!reflect.DeepEqual(vm.Labels, map[string]string{"app": "web", banlieuev1.LabelPool: "web-pool", banlieuev1.LabelPoolImageRevision: rev}) ||
 		vm.Annotations["note"] != "x" {
 		t.Errorf("metadata = %+v", vm.ObjectMeta)
 	}

@@ -42,17 +42,17 @@ func TestPoolMembers(t *testing.T) {
 		{"the pool as owner but not controller", made(func(vm *banlieuev1.VirtualMachine) {
 			vm.OwnerReferences[0].Controller = nil
 		}), false},
-		{"controlled by the pool without its label", made(func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelPool] = "db" }), false},
+		{"controlled by the pool without its label", made(func(vm *banlieuev1.VirtualMachine) { vm.Labels[banlieuev1.LabelPool] = "db" }), false},
 		{"the pool's label by hand, no owner", made(func(vm *banlieuev1.VirtualMachine) { vm.OwnerReferences = nil }), false},
 		{"as takeMember left it", takenVM(t, "web-abcde", func(*banlieuev1.VirtualMachine) {}), true},
 		{"a claim owner other than the claim label names", takenVM(t, "web-abcde",
 			controller("banlieue.io/v1alpha1", "VirtualMachineClaim", "someone", "claim-uid")), false},
 		{"a claim owner without a claim label", takenVM(t, "web-abcde", func(vm *banlieuev1.VirtualMachine) {
-			delete(vm.Labels, LabelClaim)
+			delete(vm.Labels, banlieuev1.LabelClaim)
 		}), false},
 		{"a VirtualMachineClaim of another API group", takenVM(t, "web-abcde",
 			controller("example.com/v1", "VirtualMachineClaim", "c", "claim-uid")), false},
-		{"taken from another pool", takenVM(t, "web-abcde", func(vm *banlieuev1.VirtualMachine) { vm.Labels[LabelPool] = "db" }), false},
+		{"taken from another pool", takenVM(t, "web-abcde", func(vm *banlieuev1.VirtualMachine) { vm.Labels[banlieuev1.LabelPool] = "db" }), false},
 	}
 	for _, tc := range tests {
 		got := len(poolMembers(pool, []banlieuev1.VirtualMachine{tc.vm})) == 1
@@ -67,7 +67,7 @@ func TestProjectMember(t *testing.T) {
 	vm := func(mutate func(*banlieuev1.VirtualMachine)) *banlieuev1.VirtualMachine {
 		v := &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{
 			Name: "web-pool-abcde", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
-			Labels: map[string]string{LabelPool: "web-pool", LabelPoolImageRevision: rev},
+			Labels: map[string]string{banlieuev1.LabelPool: "web-pool", banlieuev1.LabelPoolImageRevision: rev},
 		}}
 		mutate(v)
 		return v
@@ -94,11 +94,11 @@ func TestProjectMember(t *testing.T) {
 			v.Status.Conditions = []metav1.Condition{readyCond("InfrastructureReady", metav1.ConditionTrue)}
 		}), banlieuev1.ReadinessInfrastructureReady, member{Phase: phaseReady, Signalled: true, ReadyFor: 10 * time.Minute}},
 		{"the claim label beats Ready", vm(func(v *banlieuev1.VirtualMachine) {
-			v.Labels[LabelClaim] = "c"
+			v.Labels[banlieuev1.LabelClaim] = "c"
 			v.Status.Conditions = []metav1.Condition{readyCond("InfrastructureReady", metav1.ConditionTrue)}
 		}), banlieuev1.ReadinessInfrastructureReady, member{Phase: phaseClaimed, Signalled: true}},
 		{"deletion beats the claim", vm(func(v *banlieuev1.VirtualMachine) {
-			v.Labels[LabelClaim] = "c"
+			v.Labels[banlieuev1.LabelClaim] = "c"
 			v.DeletionTimestamp = &deleted
 		}), banlieuev1.ReadinessInfrastructureReady, member{Phase: phaseDeleting}},
 		{"the first override's IPv4 address is the member's", vm(func(v *banlieuev1.VirtualMachine) {

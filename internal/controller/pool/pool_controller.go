@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -38,7 +39,7 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	// Garbage collection removes the unclaimed members; claimed ones belong to their claims.
 	if !pool.DeletionTimestamp.IsZero() {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 	var image banlieuev1.VMImage
 	if err := r.client.Get(ctx, client.ObjectKey{Name: pool.Spec.Template.Spec.ImageRef.Name}, &image); err != nil {
@@ -48,7 +49,7 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 
 	// The label only narrows the list; poolMembers decides.
 	var listed banlieuev1.VirtualMachineList
-	if err := r.apiReader.List(ctx, &listed, client.InNamespace(pool.Namespace), client.MatchingLabels{LabelPool: pool.Name}); err != nil {
+	if err := r.apiReader.List(ctx, &listed, client.InNamespace(pool.Namespace), client.MatchingLabels{banlieuev1.LabelPool: pool.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing members of pool %s: %w", pool.Name, err)
 	}
 	vms := poolMembers(&pool, listed.Items)
@@ -62,8 +63,8 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if a := pool.Spec.Addressing; a != nil {
 		var err error
 		if ranges, err = parseAddressPool(a.Pool); err != nil {
-			status := poolStatus(&pool, members, revision, blockage{ReasonAddressRangeExhausted, err.Error()})
-			return ctrl.Result{RequeueAfter: requeueLong}, r.writeStatus(ctx, &pool, status)
+			status := poolStatus(&pool, members, revision, blockage{banlieuev1.ReasonAddressRangeExhausted, err.Error()})
+			return ctrl.Result{RequeueAfter: app.RequeueLong}, r.writeStatus(ctx, &pool, status)
 		}
 	}
 	p := planPool(planInput{
@@ -87,9 +88,9 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	// Time-based rules (provisioning timeout, idle expiry) are noticed at the next resync.
 	if changed {
-		return ctrl.Result{RequeueAfter: requeueDefault}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
-	return ctrl.Result{RequeueAfter: requeueLong}, nil
+	return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 }
 
 // apply carries out p and reports whether it changed anything.
@@ -129,7 +130,7 @@ func (r *poolReconciler) apply(ctx context.Context, pool *banlieuev1.VirtualMach
 		if err != nil {
 			return changed, err
 		}
-		if err := r.client.Create(ctx, vm, client.FieldOwner(FieldManager)); err != nil {
+		if err := r.client.Create(ctx, vm, client.FieldOwner(banlieuev1.FieldManagerPoolController)); err != nil {
 			return changed, fmt.Errorf("creating a member of pool %s: %w", pool.Name, err)
 		}
 		log.Info("created pool member", "member", vm.Name, "address", address)
@@ -142,7 +143,7 @@ func (r *poolReconciler) writeStatus(ctx context.Context, pool *banlieuev1.Virtu
 	if equality.Semantic.DeepEqual(&pool.Status, status) {
 		return nil
 	}
-	return client.IgnoreNotFound(ssa.ApplyStatus(ctx, r.client, pool, status, FieldManager))
+	return client.IgnoreNotFound(ssa.ApplyStatus(ctx, r.client, pool, status, banlieuev1.FieldManagerPoolController))
 }
 
 // seconds converts a spec's seconds, saturating: a huge timeout means "never", not a negative one.

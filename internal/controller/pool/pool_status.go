@@ -3,21 +3,9 @@ package pool
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-)
-
-// Pool condition types and reasons (docs/guides/virtualmachine-pools.md).
-const (
-	ConditionWarm               = "Warm"
-	ConditionCapacity           = "Capacity"
-	ReasonWarm                  = "Warm"
-	ReasonFilling               = "Filling"
-	ReasonReadinessSignalAbsent = "ReadinessSignalAbsent"
-	ReasonAddressRangeExhausted = "AddressRangeExhausted"
-	ReasonMaxReplicasReached    = "MaxReplicasReached"
 )
 
 // blockage is why members are missing, if anything blocks them; the zero value means nothing.
@@ -34,12 +22,12 @@ func blockedBy(members []member, readiness banlieuev1.PoolReadiness, p plan) blo
 	}
 	switch {
 	case len(members) > 0 && !signalled:
-		return blockage{ReasonReadinessSignalAbsent, signalAbsentMessage(readiness)}
+		return blockage{banlieuev1.ReasonReadinessSignalAbsent, signalAbsentMessage(readiness)}
 	case p.BlockedOnAddresses > 0:
-		return blockage{ReasonAddressRangeExhausted,
+		return blockage{banlieuev1.ReasonAddressRangeExhausted,
 			fmt.Sprintf("%d member(s) not created: address range exhausted", p.BlockedOnAddresses)}
 	case p.BlockedOnCapacity > 0:
-		return blockage{ReasonMaxReplicasReached,
+		return blockage{banlieuev1.ReasonMaxReplicasReached,
 			fmt.Sprintf("%d member(s) not created: maxReplicas reached", p.BlockedOnCapacity)}
 	}
 	return blockage{}
@@ -68,24 +56,21 @@ func poolStatus(pool *banlieuev1.VirtualMachinePool, members []member, revision 
 	status.ImageRevision = revision
 	status.ObservedGeneration = pool.Generation
 
-	warm := metav1.Condition{Type: ConditionWarm, Status: metav1.ConditionTrue, Reason: ReasonWarm,
+	warm := metav1.Condition{Type: banlieuev1.ConditionWarm, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonWarm,
 		Message: fmt.Sprintf("%d/%d warm member(s) available", status.Available, pool.Spec.WarmReplicas)}
 	if status.Available < pool.Spec.WarmReplicas {
-		warm.Status, warm.Reason = metav1.ConditionFalse, ReasonFilling
-		if b.Reason == ReasonReadinessSignalAbsent {
-			warm.Reason = ReasonReadinessSignalAbsent
+		warm.Status, warm.Reason = metav1.ConditionFalse, banlieuev1.ReasonFilling
+		if b.Reason == banlieuev1.ReasonReadinessSignalAbsent {
+			warm.Reason = banlieuev1.ReasonReadinessSignalAbsent
 			warm.Message += "; " + b.Message
 		}
 	}
-	capacity := metav1.Condition{Type: ConditionCapacity, Status: metav1.ConditionTrue, Reason: ReasonWarm,
+	capacity := metav1.Condition{Type: banlieuev1.ConditionCapacity, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonWarm,
 		Message: "no creation blocked"}
 	if b.Reason != "" {
 		capacity.Status, capacity.Reason, capacity.Message = metav1.ConditionFalse, b.Reason, b.Message
 	}
-	for _, c := range []metav1.Condition{warm, capacity} {
-		c.ObservedGeneration = pool.Generation
-		c.Message = banlieuev1.ConditionMessage(c.Message)
-		meta.SetStatusCondition(&status.Conditions, c)
-	}
+	banlieuev1.SetCondition(&status.Conditions, pool.Generation, warm)
+	banlieuev1.SetCondition(&status.Conditions, pool.Generation, capacity)
 	return status
 }

@@ -21,11 +21,11 @@ func TestBlockedBy(t *testing.T) {
 	}{
 		{"nothing blocked", []member{ready("a", 0)}, plan{}, blockage{}},
 		{"an empty pool has no signal to miss", nil, plan{BlockedOnCapacity: 1},
-			blockage{ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"}},
+			blockage{banlieuev1.ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"}},
 		{"no member reports the signal: first", []member{unsignalled}, plan{BlockedOnAddresses: 2},
-			blockage{ReasonReadinessSignalAbsent, "no member carries the GuestReady condition; check that spec.readiness matches what the image reports"}},
+			blockage{banlieuev1.ReasonReadinessSignalAbsent, "no member carries the GuestReady condition; check that spec.readiness matches what the image reports"}},
 		{"addresses before capacity", []member{ready("a", 0)}, plan{BlockedOnAddresses: 2, BlockedOnCapacity: 1},
-			blockage{ReasonAddressRangeExhausted, "2 member(s) not created: address range exhausted"}},
+			blockage{banlieuev1.ReasonAddressRangeExhausted, "2 member(s) not created: address range exhausted"}},
 	}
 	for _, tc := range tests {
 		if got := blockedBy(tc.members, banlieuev1.ReadinessGuestReady, tc.plan); got != tc.want {
@@ -43,18 +43,18 @@ func TestPoolStatus(t *testing.T) {
 	if s.Replicas != 4 || s.Available != 1 || s.Provisioning != 1 || s.Claimed != 2 || s.ImageRevision != rev || s.ObservedGeneration != 4 {
 		t.Errorf("status = %+v", s)
 	}
-	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionFalse, ReasonFilling, "1/2 warm member(s) available")
-	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionTrue, ReasonWarm, "no creation blocked")
+	assertCondition(t, s.Conditions, banlieuev1.ConditionWarm, metav1.ConditionFalse, banlieuev1.ReasonFilling, "1/2 warm member(s) available")
+	assertCondition(t, s.Conditions, banlieuev1.ConditionCapacity, metav1.ConditionTrue, banlieuev1.ReasonWarm, "no creation blocked")
 
-	b := blockage{ReasonReadinessSignalAbsent, "no signal"}
+	b := blockage{banlieuev1.ReasonReadinessSignalAbsent, "no signal"}
 	s = poolStatus(pool, members, rev, b)
-	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionFalse, ReasonReadinessSignalAbsent, "1/2 warm member(s) available; no signal")
-	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionFalse, ReasonReadinessSignalAbsent, "no signal")
+	assertCondition(t, s.Conditions, banlieuev1.ConditionWarm, metav1.ConditionFalse, banlieuev1.ReasonReadinessSignalAbsent, "1/2 warm member(s) available; no signal")
+	assertCondition(t, s.Conditions, banlieuev1.ConditionCapacity, metav1.ConditionFalse, banlieuev1.ReasonReadinessSignalAbsent, "no signal")
 
 	pool.Spec.WarmReplicas = 1
-	s = poolStatus(pool, members, rev, blockage{ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"})
-	assertCondition(t, s.Conditions, ConditionWarm, metav1.ConditionTrue, ReasonWarm, "1/1 warm member(s) available")
-	assertCondition(t, s.Conditions, ConditionCapacity, metav1.ConditionFalse, ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached")
+	s = poolStatus(pool, members, rev, blockage{banlieuev1.ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached"})
+	assertCondition(t, s.Conditions, banlieuev1.ConditionWarm, metav1.ConditionTrue, banlieuev1.ReasonWarm, "1/1 warm member(s) available")
+	assertCondition(t, s.Conditions, banlieuev1.ConditionCapacity, metav1.ConditionFalse, banlieuev1.ReasonMaxReplicasReached, "1 member(s) not created: maxReplicas reached")
 }
 
 // TestStatusMessagesBounded: a blockage's text and a claim message quoting the pool's Warm
@@ -62,16 +62,16 @@ func TestPoolStatus(t *testing.T) {
 func TestStatusMessagesBounded(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20)
 	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 1}}
-	s := poolStatus(pool, nil, rev, blockage{ReasonReadinessSignalAbsent, huge})
+	s := poolStatus(pool, nil, rev, blockage{banlieuev1.ReasonReadinessSignalAbsent, huge})
 	for _, c := range s.Conditions {
 		if len(c.Message) > banlieuev1.MaxConditionMessage {
 			t.Errorf("pool %s message: %d bytes", c.Type, len(c.Message))
 		}
 	}
 
-	pool.Status.Conditions = []metav1.Condition{{Type: ConditionWarm, Reason: ReasonFilling, Message: huge[:32768]}}
+	pool.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionWarm, Reason: banlieuev1.ReasonFilling, Message: huge[:32768]}}
 	claim := &banlieuev1.VirtualMachineClaim{}
-	setBound(&claim.Status, claim, metav1.ConditionFalse, ReasonNoMemberAvailable, noMemberMessage(pool))
+	setBound(&claim.Status, claim, metav1.ConditionFalse, banlieuev1.ReasonNoMemberAvailable, noMemberMessage(pool))
 	if c := claim.Status.Conditions[0]; len(c.Message) > banlieuev1.MaxConditionMessage ||
 		!strings.HasPrefix(c.Message, "no Ready, unclaimed member in pool web (pool: Filling: xxx") {
 		t.Errorf("claim message: %d bytes, %q", len(c.Message), c.Message[:60])

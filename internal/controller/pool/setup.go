@@ -18,24 +18,9 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// FieldManager owns pool status (docs/architecture.md, "Field managers (server-side apply)"). Claim status has no manager: it is merge-patched.
-const FieldManager = "banlieue.io/pool-controller"
-
-// Member labels, annotations and the claim finalizer (docs/reference/api.md).
-const (
-	LabelPool                    = "banlieue.io/pool"
-	LabelPoolImageRevision       = "banlieue.io/pool-image-revision"
-	LabelClaim                   = "banlieue.io/claim"
-	AnnotationClaimSubjectIssuer = "banlieue.io/claim-subject-issuer"
-	AnnotationClaimSubjectID     = "banlieue.io/claim-subject-id"
-	FinalizerClaimProtection     = "banlieue.io/claim-protection"
-)
-
 // Requeue intervals: default and long (docs/operations.md, "Requeue intervals"; errors: app.ErrorRateLimiter), and the
 // claim's own short ones (docs/guides/virtualmachine-pools.md).
 const (
-	requeueDefault       = 30 * time.Second
-	requeueLong          = 300 * time.Second
 	claimConflictRequeue = time.Second
 	claimWaitRequeue     = 3 * time.Second
 )
@@ -98,7 +83,7 @@ func setupPool(mgr manager.Manager, opts Options) error {
 }
 
 func poolOfMember(_ context.Context, vm client.Object) []reconcile.Request {
-	name := vm.GetLabels()[LabelPool]
+	name := vm.GetLabels()[banlieuev1.LabelPool]
 	if name == "" {
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -21,12 +20,10 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
 )
-
-// MachineFinalizer holds a LibvirtMachine until its domain and volumes are gone from the host.
-const MachineFinalizer = "banlieue.io/libvirtmachine"
 
 // machineTimeout bounds one pass over a machine, connect included.
 const machineTimeout = 2 * time.Minute
@@ -94,18 +91,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err := teardown(ctx, c, &m); err != nil {
 			return r.retry(ctx, &m, err)
 		}
-		if controllerutil.RemoveFinalizer(&m, MachineFinalizer) {
-			if err := r.Client.Update(ctx, &m); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
+		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
+			return ctrl.Result{}, err
 		}
 		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
 		return ctrl.Result{}, nil
 	}
-	if controllerutil.AddFinalizer(&m, MachineFinalizer) {
-		if err := r.Client.Update(ctx, &m); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), r.stuckStart(m.UID))
@@ -117,12 +110,12 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	status := succeededStatus(&m, obs)
-	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, FieldManager); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
-	requeue := requeueLong
+	requeue := app.RequeueLong
 	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
-		requeue = requeueDefault
+		requeue = app.RequeueDefault
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
 }
@@ -134,7 +127,7 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 	write := func(ctx context.Context, names []string) error {
 		st := *m.Status.DeepCopy()
 		st.Volumes = names
-		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, FieldManager); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 			return err
 		}
 		m.Status = st
@@ -186,10 +179,10 @@ func (r *MachineReconciler) stuckStart(uid types.UID) func() bool {
 func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
 	status := failedStatus(m, err)
-	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, FieldManager); client.IgnoreNotFound(ssaErr) != nil {
+	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeueError)}, nil
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil
 }
 
 // setProviderID records libvirt://<provider>/<uuid> once, as the Cluster API contract asks.
@@ -200,5 +193,5 @@ func (r *MachineReconciler) setProviderID(ctx context.Context, m *infrav1.Libvir
 	}
 	patch := client.MergeFrom(m.DeepCopy())
 	m.Spec.ProviderID = id
-	return r.Client.Patch(ctx, m, patch, client.FieldOwner(FieldManager))
+	return r.Client.Patch(ctx, m, patch, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt))
 }

@@ -125,8 +125,8 @@ func (s *machineSuite) waitMachine(ctx context.Context, t *testing.T, key client
 }
 
 func machineReady(m *infrav1.LibvirtMachine) bool {
-	c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonDomainRunning
+	c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning
 }
 
 func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
@@ -138,7 +138,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	if got.Status.ObservedPowerState != banlieuev1.PoweredOn || !ptrTrue(got.Status.Initialization.Provisioned) {
 		t.Errorf("power/provisioned: %+v", got.Status)
 	}
-	if got.Status.InstallMediaDetached != nil || meta.FindStatusCondition(got.Status.Conditions, ConditionGuestReady) != nil {
+	if got.Status.InstallMediaDetached != nil || meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionGuestReady) != nil {
 		t.Errorf("backingVolume machine without agent: no installMediaDetached, no GuestReady: %+v", got.Status)
 	}
 	dom, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01")
@@ -149,7 +149,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 		t.Errorf("uuid %q providerID %q, domain %s", got.Status.DomainUUID, got.Spec.ProviderID, dom.UUID)
 	}
 	if !controllerHasFinalizer(got) {
-		t.Errorf("finalizer %s missing", MachineFinalizer)
+		t.Errorf("finalizer %s missing", infrav1.FinalizerLibvirtMachine)
 	}
 
 	// The definition: an overlay OS disk and the seed as a CD-ROM.
@@ -209,7 +209,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 
 func controllerHasFinalizer(m *infrav1.LibvirtMachine) bool {
 	for _, f := range m.Finalizers {
-		if f == MachineFinalizer {
+		if f == infrav1.FinalizerLibvirtMachine {
 			return true
 		}
 	}
@@ -307,10 +307,10 @@ func (s *machineSuite) testReportedError(ctx context.Context, t *testing.T, name
 		t.Fatal(err)
 	}
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 30*time.Second, func(m *infrav1.LibvirtMachine) bool {
-		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
-		return c != nil && c.Reason == ReasonReconcileFailed
+		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return c != nil && c.Reason == infrav1.ReasonReconcileFailed
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || c.Message != want {
+	if c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady); c.Status != metav1.ConditionFalse || c.Message != want {
 		t.Errorf("Ready = %s %q, want False %q", c.Status, c.Message, want)
 	}
 	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
@@ -357,7 +357,7 @@ func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing
 		t.Fatal(err)
 	}
 	// Unrecorded, the stray seed is someone else's: refused, left as it is, no domain defined.
-	s.waitReason(ctx, t, m, ReasonVolumeNameConflict)
+	s.waitReason(ctx, t, m, infrav1.ReasonVolumeNameConflict)
 	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
 		t.Errorf("no domain may be defined next to a stranger's seed: %v", err)
 	}
@@ -373,8 +373,8 @@ func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing
 		t.Fatal(err)
 	}
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {
-		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
-		return c != nil && c.Reason == ReasonDomainNotRunning
+		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return c != nil && c.Reason == infrav1.ReasonDomainNotRunning
 	})
 	dom, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName)
 	if err != nil {

@@ -52,10 +52,10 @@ func (s *machineSuite) addNamespace(ctx context.Context, t *testing.T, ns string
 func (s *machineSuite) waitReason(ctx context.Context, t *testing.T, m *infrav1.LibvirtMachine, reason string) *metav1.Condition {
 	t.Helper()
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {
-		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
+		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
 		return c != nil && c.Reason == reason
 	})
-	return meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	return meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 }
 
 // deleteAndWait deletes the machine and waits until its finalizer has come off.
@@ -101,7 +101,7 @@ func (s *machineSuite) testForeignDomain(ctx context.Context, t *testing.T) {
 	if err := s.env.Client.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	c := s.waitReason(ctx, t, m, ReasonDomainNameConflict)
+	c := s.waitReason(ctx, t, m, infrav1.ReasonDomainNameConflict)
 	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `domain "`+name+`" already exists on the host and is a domain not created by banlieue`) {
 		t.Errorf("Ready = %s %q", c.Status, c.Message)
 	}
@@ -138,7 +138,7 @@ func (s *machineSuite) testJoinedNamesCollide(ctx context.Context, t *testing.T)
 	if err := s.env.Client.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	c := s.waitReason(ctx, t, second, ReasonDomainNameConflict)
+	c := s.waitReason(ctx, t, second, infrav1.ReasonDomainNameConflict)
 	if !strings.Contains(c.Message, "LibvirtMachine team/x-vm (uid "+string(a.UID)+")") {
 		t.Errorf("the message must name the owner: %q", c.Message)
 	}
@@ -186,7 +186,7 @@ func (s *machineSuite) testVolumeNamesCollide(ctx context.Context, t *testing.T)
 	if err := s.env.Client.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	c := s.waitReason(ctx, t, second, ReasonVolumeNameConflict)
+	c := s.waitReason(ctx, t, second, infrav1.ReasonVolumeNameConflict)
 	if !strings.Contains(c.Message, `volume "`+shared+`" already exists in pool "`+s.pool+`" and was not created by this machine`) {
 		t.Errorf("Ready message %q", c.Message)
 	}
@@ -212,7 +212,7 @@ func (s *machineSuite) testDroppedDisk(ctx context.Context, t *testing.T) {
 	if err := s.env.Client.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	s.waitReason(ctx, t, m, ReasonDomainNotRunning)
+	s.waitReason(ctx, t, m, infrav1.ReasonDomainNotRunning)
 	var got infrav1.LibvirtMachine
 	if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func (s *machineSuite) testSeedWithoutUserData(ctx context.Context, t *testing.T
 	if err := s.env.Client.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	s.waitReason(ctx, t, m, ReasonDomainNotRunning)
+	s.waitReason(ctx, t, m, infrav1.ReasonDomainNotRunning)
 	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 	if err := s.env.Client.Create(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	s.waitReason(ctx, t, live, ReasonDomainNotRunning)
+	s.waitReason(ctx, t, live, infrav1.ReasonDomainNotRunning)
 	foreign, err := s.host.DomainDefineXML(ctx, `<domain type='qemu'><name>audit-foreign</name><memory unit='MiB'>64</memory>`+
 		`<os><type arch='x86_64'>hvm</type></os></domain>`, 0)
 	if err != nil {
@@ -368,8 +368,8 @@ func (s *machineSuite) testHugeLibvirtError(ctx context.Context, t *testing.T) {
 	// The unbounded message is what the API server refuses: the bound is what makes it pass.
 	if _, werr := write(func(m *infrav1.LibvirtMachine) infrav1.LibvirtMachineStatus {
 		st := *m.Status.DeepCopy()
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
-			Reason: ReasonReconcileFailed, Message: err.Error()})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: infrav1.ReasonReconcileFailed, Message: err.Error()})
 		return st
 	}); !apierrors.IsInvalid(werr) {
 		t.Fatalf("an unbounded message must be refused by the API server, got %v", werr)
@@ -378,7 +378,7 @@ func (s *machineSuite) testHugeLibvirtError(ctx context.Context, t *testing.T) {
 	if werr != nil {
 		t.Fatalf("the status write must succeed: %v", werr)
 	}
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 	if c == nil || len(c.Message) > banlieuev1.MaxConditionMessage || !strings.HasPrefix(c.Message, "looking domain up: ") ||
 		!strings.HasSuffix(c.Message, "bytes]") {
 		t.Errorf("Ready message (%d bytes) not bounded with a marker: %.80q … %q", len(c.Message), c.Message, c.Message[max(0, len(c.Message)-40):])
@@ -402,8 +402,8 @@ func (s *machineSuite) testRefusedCreateLeavesNoRecord(ctx context.Context, t *t
 		t.Fatal(err)
 	}
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, func(m *infrav1.LibvirtMachine) bool {
-		c := meta.FindStatusCondition(m.Status.Conditions, ConditionReady)
-		return c != nil && c.Reason == ReasonReconcileFailed && strings.Contains(c.Message, "creating volume "+diskVolume(m.Spec.DomainName, "os"))
+		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return c != nil && c.Reason == infrav1.ReasonReconcileFailed && strings.Contains(c.Message, "creating volume "+diskVolume(m.Spec.DomainName, "os"))
 	})
 	if slices.Contains(got.Status.Volumes, diskVolume(m.Spec.DomainName, "os")) {
 		t.Errorf("a name whose create libvirtd refused stays in status.volumes: %v", got.Status.Volumes)

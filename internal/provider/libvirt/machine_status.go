@@ -3,31 +3,12 @@ package libvirt
 import (
 	"cmp"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/pkg/libvirt"
-)
-
-// Condition types and reasons of a LibvirtMachine.
-const (
-	ConditionGuestReady = "GuestReady"
-
-	ReasonDomainRunning        = "DomainRunning"
-	ReasonDomainNotRunning     = "DomainNotRunning"
-	ReasonReconcileFailed      = "ReconcileFailed"
-	ReasonGuestAnnounced       = "GuestAnnounced"
-	ReasonGuestNotAnnounced    = "GuestNotAnnounced"
-	ReasonInstallMediaAttached = "InstallMediaAttached"
-	// ReasonDomainNameConflict: a domain of the machine's name exists that this machine did not
-	// create (not banlieue's, or another LibvirtMachine's); it is left untouched.
-	ReasonDomainNameConflict = "DomainNameConflict"
-	// ReasonVolumeNameConflict: a volume the machine would create exists and is not recorded as
-	// the machine's own; it is left untouched.
-	ReasonVolumeNameConflict = "VolumeNameConflict"
 )
 
 // succeededStatus is the machine's status after a converge pass (docs/guides/libvirt-provider.md, "7. Run a VM"). It starts
@@ -63,22 +44,22 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 		if obs.domainType == "qemu" {
 			msg += " (emulated: the host offers no KVM, so the guest runs under software emulation)"
 		}
-		setMachineCondition(&st, m, ConditionReady, metav1.ConditionTrue, ReasonDomainRunning, msg)
+		setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionTrue, infrav1.ReasonDomainRunning, msg)
 	} else {
-		setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, ReasonDomainNotRunning,
+		setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, infrav1.ReasonDomainNotRunning,
 			"domain is defined but "+obs.state.String())
 	}
 	// GuestReady is absent while no agent answers: the provider cannot tell, and pools wait for
 	// a signal rather than reading silence as failure.
 	switch {
 	case installed && m.Spec.BootSource.Kind == infrav1.BootInstallMedia && !ptrTrue(st.InstallMediaDetached):
-		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionFalse, ReasonInstallMediaAttached,
+		setMachineCondition(&st, m, banlieuev1.ConditionGuestReady, metav1.ConditionFalse, infrav1.ReasonInstallMediaAttached,
 			"the installed guest announced itself; ejecting the install media")
 	case installed:
-		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionTrue, ReasonGuestAnnounced,
+		setMachineCondition(&st, m, banlieuev1.ConditionGuestReady, metav1.ConditionTrue, infrav1.ReasonGuestAnnounced,
 			"the installed guest announced itself through the guest agent")
 	case obs.phase == notAnnounced:
-		setMachineCondition(&st, m, ConditionGuestReady, metav1.ConditionFalse, ReasonGuestNotAnnounced,
+		setMachineCondition(&st, m, banlieuev1.ConditionGuestReady, metav1.ConditionFalse, infrav1.ReasonGuestNotAnnounced,
 			"the guest agent answers but "+phaseFile+" does not say installed")
 	}
 	return st
@@ -88,16 +69,14 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 // its own reason, anything else as ReconcileFailed.
 func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
-	reason := cmp.Or(conflictReason(err), ReasonReconcileFailed)
-	setMachineCondition(&st, m, ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	reason := cmp.Or(conflictReason(err), infrav1.ReasonReconcileFailed)
+	setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	return st
 }
 
 func setMachineCondition(st *infrav1.LibvirtMachineStatus, m *infrav1.LibvirtMachine, typ string,
 	status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: m.Generation,
-	})
+	banlieuev1.SetCondition(&st.Conditions, m.Generation, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg})
 }
 
 func powerState(s libvirt.DomainState) banlieuev1.PowerState {

@@ -124,7 +124,7 @@ func planVolumes(needed []string, exists func(string) bool, recorded []string) (
 // that exists without proof that this machine created it. The machine reports it with its own
 // reason, and nothing on the host is changed.
 type ConflictError struct {
-	// Reason is ReasonDomainNameConflict or ReasonVolumeNameConflict.
+	// Reason is infrav1.ReasonDomainNameConflict or infrav1.ReasonVolumeNameConflict.
 	Reason string
 	msg    string
 }
@@ -137,14 +137,14 @@ func domainConflict(def *libvirtxml.Domain) *ConflictError {
 	if o, ok := DomainOwner(def); ok {
 		holder = "the domain of " + o.String()
 	}
-	return &ConflictError{Reason: ReasonDomainNameConflict, msg: fmt.Sprintf(
+	return &ConflictError{Reason: infrav1.ReasonDomainNameConflict, msg: fmt.Sprintf(
 		"domain %q already exists on the host and is %s; nothing was changed (rename this machine or remove that domain)",
 		def.Name, holder)}
 }
 
 // volumeConflict names a volume the machine would create but did not.
 func volumeConflict(volume, pool string) *ConflictError {
-	return &ConflictError{Reason: ReasonVolumeNameConflict, msg: fmt.Sprintf(
+	return &ConflictError{Reason: infrav1.ReasonVolumeNameConflict, msg: fmt.Sprintf(
 		"volume %q already exists in pool %q and was not created by this machine; nothing was changed (rename the machine or its disk, or remove that volume)",
 		volume, pool)}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"libvirt.org/go/libvirtxml"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 )
 
 var testOwner = Owner{UID: "6c1f4a0e-1b2c-4d5e-8f90-0a1b2c3d4e5f", Namespace: "team", Name: "x-vm", Provider: "lab-host"}
@@ -82,7 +84,7 @@ func TestPlanVolumes(t *testing.T) {
 
 func TestConflictMessagesNameTheHolder(t *testing.T) {
 	foreign := &libvirtxml.Domain{Name: "team-x-vm"}
-	if err := domainConflict(foreign); conflictReason(err) != ReasonDomainNameConflict ||
+	if err := domainConflict(foreign); conflictReason(err) != infrav1.ReasonDomainNameConflict ||
 		!strings.Contains(err.Error(), `domain "team-x-vm"`) || !strings.Contains(err.Error(), "not created by banlieue") {
 		t.Errorf("foreign domain: %v (%s)", err, conflictReason(err))
 	}
@@ -90,7 +92,7 @@ func TestConflictMessagesNameTheHolder(t *testing.T) {
 	if err := domainConflict(other); !strings.Contains(err.Error(), "LibvirtMachine team/x-vm (uid "+testOwner.UID+")") {
 		t.Errorf("another machine's domain: %v", err)
 	}
-	if err := volumeConflict("web-data-os.qcow2", "default"); conflictReason(err) != ReasonVolumeNameConflict ||
+	if err := volumeConflict("web-data-os.qcow2", "default"); conflictReason(err) != infrav1.ReasonVolumeNameConflict ||
 		!strings.Contains(err.Error(), `volume "web-data-os.qcow2" already exists in pool "default"`) {
 		t.Errorf("volume: %v (%s)", err, conflictReason(err))
 	}

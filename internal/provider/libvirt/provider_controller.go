@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,29 +29,11 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// FieldManager is the SSA field manager of everything the libvirt provider writes.
-const FieldManager = "banlieue.io/provider-libvirt"
-
 // ClassName is the ProviderClass this backend serves.
 const ClassName = "libvirt"
 
 // Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const (
-	requeueDefault = 30 * time.Second
-	requeueError   = 5 * time.Second
-	requeueLong    = 300 * time.Second
-)
-
-// Condition types and reasons of a Provider.
-const (
-	ConditionReady             = "Ready"
-	ConditionProviderReachable = "ProviderReachable"
-
-	ReasonReconciled             = "Reconciled"
-	ReasonCapabilitiesIncomplete = "CapabilitiesIncomplete"
-	ReasonConnectFailed          = "ConnectFailed"
-	ReasonCredentialsUnavailable = "CredentialsUnavailable"
-)
+const ()
 
 // hostArch is the guest architecture whose virtualisation type decides kvm or qemu.
 const hostArch = "x86_64"
@@ -108,7 +89,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, nil
 	}
 	if p.Spec.Paused {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -116,23 +97,23 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.connectionLost(req.NamespacedName); err != nil {
 		// Published before redialling: a redial to a host that stopped answering (frozen, or
 		// gone from the network) lasts the whole dial timeout, with the Provider still Ready.
-		log.FromContext(ctx).Info("provider host unavailable", "reason", ReasonConnectFailed, "error", err.Error())
-		if err := r.writeFailed(ctx, &p, ReasonConnectFailed, err.Error()); err != nil {
+		log.FromContext(ctx).Info("provider host unavailable", "reason", banlieuev1.ReasonConnectFailed, "error", err.Error())
+		if err := r.writeFailed(ctx, &p, banlieuev1.ReasonConnectFailed, err.Error()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	host, err := r.probe(ctx, &p)
 	if err != nil {
-		reason, requeue := ReasonConnectFailed, min(requeueError, cmp.Or(r.Resync, requeueError))
+		reason, requeue := banlieuev1.ReasonConnectFailed, min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry))
 		var credErr *hostconn.CredentialsError
 		var specErr *hostconn.SpecError
 		switch {
 		case errors.As(err, &credErr):
-			reason = ReasonCredentialsUnavailable
+			reason = banlieuev1.ReasonCredentialsUnavailable
 		case errors.As(err, &specErr):
 			// A wrong scheme or a refused option will not fix itself; an edit of the Provider
 			// triggers the next reconcile, so retrying on a timer would only repeat the error.
-			requeue = requeueLong
+			requeue = app.RequeueLong
 		}
 		log.FromContext(ctx).Info("provider host unavailable", "reason", reason, "error", err.Error())
 		return ctrl.Result{RequeueAfter: requeue}, r.writeFailed(ctx, &p, reason, err.Error())
@@ -143,23 +124,23 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	status.FailureDomains = []banlieuev1.FailureDomain{failureDomain(&p, host, n)}
 	status.ObservedGeneration = p.Generation
 	status.Workload = nil
-	setCondition(status, &p, ConditionProviderReachable, metav1.ConditionTrue, ReasonReconciled,
+	setCondition(status, &p, banlieuev1.ConditionProviderReachable, metav1.ConditionTrue, banlieuev1.ReasonReconciled,
 		fmt.Sprintf("connected; %d pool(s), %d network(s)", len(host.pools), len(host.networks)))
 	if len(n.missing) == 0 {
 		msg := "all declared capabilities are present on the host"
 		if host.domainType == "qemu" {
 			msg += "; the host has no KVM, so its domains run emulated (domain type qemu)"
 		}
-		setCondition(status, &p, ConditionReady, metav1.ConditionTrue, ReasonReconciled, msg)
+		setCondition(status, &p, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled, msg)
 	} else {
-		setCondition(status, &p, ConditionReady, metav1.ConditionFalse, ReasonCapabilitiesIncomplete,
+		setCondition(status, &p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonCapabilitiesIncomplete,
 			"declared capabilities missing on the host: "+strings.Join(n.missing, ", "))
 	}
-	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, FieldManager); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
 	recordFailureDomains(p.Namespace, p.Name, len(status.FailureDomains))
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeueDefault)}, nil
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.RequeueDefault)}, nil
 }
 
 // probe lists the host's pools, networks and interfaces and decides the domain type.
@@ -274,10 +255,10 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 	status.FailureDomains = nil
 	status.ObservedGeneration = p.Generation
 	status.Workload = nil
-	setCondition(status, p, ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
-	setCondition(status, p, ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(status, p, banlieuev1.ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
+	setCondition(status, p, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	recordFailureDomains(p.Namespace, p.Name, 0)
-	if err := ssa.ApplyStatus(ctx, r.Client, p, status, FieldManager); err != nil {
+	if err := ssa.ApplyStatus(ctx, r.Client, p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return err
 	}
 	// A later write in the same pass (the probe after a lost connection) then records the
@@ -288,7 +269,5 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 
 func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
 	st metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: typ, Status: st, Reason: reason, Message: banlieuev1.ConditionMessage(msg), ObservedGeneration: p.Generation,
-	})
+	banlieuev1.SetCondition(&status.Conditions, p.Generation, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg})
 }

@@ -203,13 +203,13 @@ func (s *providerSuite) testNarrowing(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionFalse, ReasonCapabilitiesIncomplete)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonCapabilitiesIncomplete)
 	})
-	ready := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	ready := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 	if !strings.Contains(ready.Message, "nvme-pool") || !strings.Contains(ready.Message, "storageClass gold") {
 		t.Errorf("CapabilitiesIncomplete message must name the missing pool: %q", ready.Message)
 	}
-	if !hasCondition(got, ConditionProviderReachable, metav1.ConditionTrue, ReasonReconciled) {
+	if !hasCondition(got, banlieuev1.ConditionProviderReachable, metav1.ConditionTrue, banlieuev1.ReasonReconciled) {
 		t.Errorf("ProviderReachable must be True when the host answers: %+v", got.Status.Conditions)
 	}
 	if len(got.Status.FailureDomains) != 1 {
@@ -240,7 +240,7 @@ func (s *providerSuite) testNarrowing(ctx context.Context, t *testing.T) {
 	}
 	t.Cleanup(func() { s.removeNVMePool(context.Background(), t) })
 	got = s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionTrue, ReasonReconciled)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled)
 	})
 	if strings.Join(got.Status.FailureDomains[0].Attributes.AvailableStorageClasses, ",") != "gold,standard" {
 		t.Errorf("after creating nvme-pool: %+v", got.Status.FailureDomains[0].Attributes)
@@ -255,10 +255,10 @@ func (s *providerSuite) testSchemes(ctx context.Context, t *testing.T) {
 			t.Fatal(err)
 		}
 		got := s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-			return hasCondition(p, ConditionReady, metav1.ConditionFalse, ReasonConnectFailed)
+			return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonConnectFailed)
 		})
 		want := fmt.Sprintf("scheme %q is not supported", scheme)
-		for _, typ := range []string{ConditionReady, ConditionProviderReachable} {
+		for _, typ := range []string{banlieuev1.ConditionReady, banlieuev1.ConditionProviderReachable} {
 			if c := meta.FindStatusCondition(got.Status.Conditions, typ); c == nil || !strings.Contains(c.Message, want) {
 				t.Errorf("%s: %s message must contain %q: %+v", scheme, typ, want, c)
 			}
@@ -267,10 +267,10 @@ func (s *providerSuite) testSchemes(ctx context.Context, t *testing.T) {
 			t.Errorf("%s: failure domains must be empty: %+v", scheme, got.Status.FailureDomains)
 		}
 		// Not retried on the short timer: the condition's transition time stays put.
-		first := meta.FindStatusCondition(got.Status.Conditions, ConditionReady).LastTransitionTime
+		first := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady).LastTransitionTime
 		time.Sleep(3 * time.Second)
 		again := s.waitFor(ctx, t, p.Name, time.Second, func(*banlieuev1.Provider) bool { return true })
-		if !meta.FindStatusCondition(again.Status.Conditions, ConditionReady).LastTransitionTime.Equal(&first) {
+		if !meta.FindStatusCondition(again.Status.Conditions, banlieuev1.ConditionReady).LastTransitionTime.Equal(&first) {
 			t.Errorf("%s: condition flapped", scheme)
 		}
 	}
@@ -283,9 +283,9 @@ func (s *providerSuite) testInsecureRefused(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionFalse, ReasonConnectFailed)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonConnectFailed)
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); !strings.Contains(c.Message, "insecureSkipTLSVerify") {
+	if c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady); !strings.Contains(c.Message, "insecureSkipTLSVerify") {
 		t.Errorf("message must name insecureSkipTLSVerify: %q", c.Message)
 	}
 }
@@ -298,9 +298,9 @@ func (s *providerSuite) testMissingKey(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionFalse, ReasonCredentialsUnavailable)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonCredentialsUnavailable)
 	})
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 	if !strings.Contains(c.Message, "tls.key") {
 		t.Errorf("message must name tls.key: %q", c.Message)
 	}
@@ -320,13 +320,13 @@ func (s *providerSuite) testRotation(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionTrue, ReasonReconciled)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled)
 	}
 	s.waitFor(ctx, t, p.Name, 30*time.Second, ready)
 
 	s.updateSecret(ctx, t, "rotating", s.lab.Read(t, "untrusted/clientcert.pem"), s.lab.Read(t, "untrusted/clientkey.pem"))
 	got := s.waitFor(ctx, t, p.Name, 30*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionFalse, ReasonConnectFailed)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonConnectFailed)
 	})
 	if len(got.Status.FailureDomains) != 0 {
 		t.Errorf("an untrusted client must clear the failure domains: %+v", got.Status.FailureDomains)
@@ -355,7 +355,7 @@ func (s *providerSuite) testDaemonRestart(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionReady, metav1.ConditionTrue, ReasonReconciled)
+		return hasCondition(p, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled)
 	}
 	s.waitFor(ctx, t, p.Name, 30*time.Second, ready)
 
@@ -383,7 +383,7 @@ func (s *providerSuite) testDaemonRestart(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.waitFor(ctx, t, p.Name, 60*time.Second, func(p *banlieuev1.Provider) bool {
-		return hasCondition(p, ConditionProviderReachable, metav1.ConditionFalse, ReasonConnectFailed)
+		return hasCondition(p, banlieuev1.ConditionProviderReachable, metav1.ConditionFalse, banlieuev1.ReasonConnectFailed)
 	})
 	if len(got.Status.FailureDomains) != 0 {
 		t.Errorf("an unreachable host must clear the failure domains: %+v", got.Status.FailureDomains)

@@ -98,7 +98,7 @@ func TestImagePipeline(t *testing.T) {
 		r, _ := row(img, "lab")
 		// Imports are named by content, so a rebuilt artifact never replaces a base in use.
 		volume := libvirtimage.ArtifactVolumeName(imageName, want, false)
-		if r.Reason != libvirtimage.ReasonReconciled || r.ResolvedRef != volume || len(r.Zones) != len(pools) {
+		if r.Reason != banlieuev1.ReasonReconciled || r.ResolvedRef != volume || len(r.Zones) != len(pools) {
 			t.Fatalf("row = %+v, want resolvedRef %s", r, volume)
 		}
 		for i, pool := range pools {
@@ -121,7 +121,7 @@ func TestImagePipeline(t *testing.T) {
 		})
 		a := img.Status.BuildArtifact
 		want := fileSHA256(t, rawA)
-		if a.Phase != banlieuev1.BuildReady || a.Reason != imagebuilder.ReasonReconciled || a.Kind != banlieuev1.ArtifactCloudImage ||
+		if a.Phase != banlieuev1.BuildReady || a.Reason != banlieuev1.ReasonReconciled || a.Kind != banlieuev1.ArtifactCloudImage ||
 			a.File != "cirros.raw" || a.Checksum != "sha256:"+want || a.SizeBytes != 16<<20 ||
 			a.PVCRef == nil || a.PVCRef.Name != artifactsPVC ||
 			a.JobRef == nil || a.JobRef.Name != "build-cirros" || a.JobRef.Namespace != buildNamespace {
@@ -165,12 +165,12 @@ func TestImagePipeline(t *testing.T) {
 			return a != nil && a.Phase == banlieuev1.BuildFailed
 		})
 		a := img.Status.BuildArtifact
-		if a.Reason != imagebuilder.ReasonBuildFailed || !strings.Contains(a.Message, "checksum mismatch") || !strings.Contains(a.Message, bad) {
+		if a.Reason != banlieuev1.ReasonBuildFailed || !strings.Contains(a.Message, "checksum mismatch") || !strings.Contains(a.Message, bad) {
 			t.Errorf("buildArtifact = %+v", *a)
 		}
 		img = s.waitImage(ctx, t, "badsum", "row BuildFailed", func(img *banlieuev1.VMImage) bool {
 			r, ok := row(img, "lab")
-			return ok && r.Reason == libvirtimage.ReasonBuildFailed
+			return ok && r.Reason == banlieuev1.ReasonBuildFailed
 		})
 		if r, _ := row(img, "lab"); r.Ready || !strings.Contains(r.Message, "checksum mismatch") {
 			t.Errorf("row = %+v", r)
@@ -197,7 +197,7 @@ func TestImagePipeline(t *testing.T) {
 		}
 		builds := s.jobs(ctx, t, "installer", imagebuilder.ComponentBuild)
 		for _, j := range builds {
-			if len(builds) != 1 || j.Annotations[imagebuilder.AnnotationArtifactKind] != string(banlieuev1.ArtifactISO) {
+			if len(builds) != 1 || j.Annotations[banlieuev1.AnnotationArtifactKind] != string(banlieuev1.ArtifactISO) {
 				t.Errorf("build Jobs: %d, annotations %v", len(builds), j.Annotations)
 			}
 		}
@@ -234,7 +234,7 @@ func TestImagePipeline(t *testing.T) {
 		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
 		for uid, j := range builds {
-			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[imagebuilder.AnnotationImportFrom] != baseURL+"/cirros-b.qcow2" {
+			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[banlieuev1.AnnotationImportFrom] != baseURL+"/cirros-b.qcow2" {
 				t.Errorf("build Jobs after the change: %d, %s old=%v", len(builds), j.Annotations, old)
 			}
 		}

@@ -50,7 +50,7 @@ func (s *suite) checkPool(ctx context.Context, t *testing.T, class, image string
 		}
 	}
 	warm := func(p *banlieuev1.VirtualMachinePool) bool {
-		c := meta.FindStatusCondition(p.Status.Conditions, "Warm")
+		c := meta.FindStatusCondition(p.Status.Conditions, banlieuev1.ConditionWarm)
 		return c != nil && c.Status == metav1.ConditionTrue && p.Status.Available >= 3
 	}
 	start := time.Now()

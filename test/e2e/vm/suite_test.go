@@ -268,7 +268,7 @@ func (s *suite) waitProviderReady(ctx context.Context, t *testing.T) {
 		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "libvirt-edge-host-7"}, &p); err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(p.Status.Conditions, "Ready")
+		c := meta.FindStatusCondition(p.Status.Conditions, banlieuev1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status)
 	})
 }

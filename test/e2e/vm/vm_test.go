@@ -110,7 +110,7 @@ func (s *suite) waitVMReady(ctx context.Context, t *testing.T, vm *banlieuev1.Vi
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
+		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
 	})
 }
@@ -191,7 +191,7 @@ func (s *suite) checkMachine(ctx context.Context, t *testing.T, vm *banlieuev1.V
 	eventually(t, 60*time.Second, vm.Name+" GuestReady=True", func() (bool, string) {
 		var got banlieuev1.VirtualMachine
 		_ = s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got)
-		c := meta.FindStatusCondition(got.Status.Conditions, "GuestReady")
+		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionGuestReady)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
 	})
 	if want.shape == infrav1.BootInstallMedia {
@@ -305,7 +305,7 @@ func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.
 			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
 				return false, err.Error()
 			}
-			c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
+			c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
 			return !got.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionFalse &&
 				c.Reason == "ReconcileFailed" && strings.Contains(c.Message, "connecting to Provider"), fmt.Sprintf("%+v", c)
 		})

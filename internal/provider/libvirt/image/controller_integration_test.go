@@ -49,7 +49,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 	t.Run("Url source: BuildPending, then one import Job and one zone per pool", func(t *testing.T) {
 		img := s.createImage(ctx, t, "cirros", banlieuev1.ImageSource{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL,
 			ImportFrom: "https://images.example/cirros.img"})
-		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == ReasonBuildPending })
+		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == banlieuev1.ReasonBuildPending })
 		if row.Ready {
 			t.Fatalf("row ready before the build: %+v", row)
 		}
@@ -57,19 +57,19 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		s.publishArtifact(ctx, t, img.Name, "cirros.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
 		volume := ArtifactVolumeName("cirros", fileSHA256(t, src), false)
-		if row.ResolvedRef != volume || row.Reason != ReasonReconciled || len(row.Zones) != 2 {
+		if row.ResolvedRef != volume || row.Reason != banlieuev1.ReasonReconciled || len(row.Zones) != 2 {
 			t.Fatalf("row = %+v", row)
 		}
 		for i, pool := range []string{poolA.Name, poolB.Name} {
 			z := row.Zones[i]
 			job := ImportJobName("cirros", providerNamespace, "lab", pool)
-			if z.Name != pool || !z.Ready || z.Reason != ReasonReconciled || z.ResolvedRef != pool+"/"+job {
+			if z.Name != pool || !z.Ready || z.Reason != banlieuev1.ReasonReconciled || z.ResolvedRef != pool+"/"+job {
 				t.Errorf("zone %d = %+v", i, z)
 			}
 			s.assertImported(ctx, t, s.pool(t, pool), volume, src)
 		}
 		var jobs batchv1.JobList
-		if err := s.env.Client.List(ctx, &jobs, client.InNamespace(buildNamespace), client.MatchingLabels{LabelVMImage: "cirros"}); err != nil {
+		if err := s.env.Client.List(ctx, &jobs, client.InNamespace(buildNamespace), client.MatchingLabels{banlieuev1.LabelVMImage: "cirros"}); err != nil {
 			t.Fatal(err)
 		}
 		if len(jobs.Items) != 2 {
@@ -109,7 +109,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		s.publishArtifact(ctx, t, img.Name, "broken.raw", src)
 		// The artifact changes after publication: the import's checksum check must refuse it.
 		writeFile(t, src, 1<<20, []int64{0}, 1<<20)
-		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == ReasonImportFailed })
+		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == banlieuev1.ReasonImportFailed })
 		if !strings.Contains(row.Zones[0].Message, "failed") {
 			t.Errorf("zone = %+v", row.Zones[0])
 		}
@@ -118,7 +118,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 	t.Run("BackingFile is ready only when the volume exists", func(t *testing.T) {
 		img := s.createImage(ctx, t, "golden", banlieuev1.ImageSource{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile,
 			Ref: "/var/lib/libvirt/images/golden.qcow2"})
-		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == ReasonVolumeNotFound })
+		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == banlieuev1.ReasonVolumeNotFound })
 		if row.Ready {
 			t.Fatalf("row = %+v", row)
 		}
@@ -128,7 +128,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		}
 		// Nothing about the image changes; the Provider's periodic probe brings the next pass.
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
-		if row.ResolvedRef != "golden.qcow2" || row.Reason != ReasonReconciled {
+		if row.ResolvedRef != "golden.qcow2" || row.Reason != banlieuev1.ReasonReconciled {
 			t.Fatalf("row = %+v", row)
 		}
 	})
@@ -136,7 +136,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 	t.Run("Template is UnsupportedSourceKind", func(t *testing.T) {
 		img := s.createImage(ctx, t, "tmpl", banlieuev1.ImageSource{ProviderClass: "libvirt", Kind: banlieuev1.SourceTemplate, Ref: "x"})
 		s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool {
-			return !r.Ready && r.Reason == ReasonUnsupportedSourceKind
+			return !r.Ready && r.Reason == banlieuev1.ReasonUnsupportedSourceKind
 		})
 	})
 }
@@ -232,7 +232,7 @@ func (s *labSuite) publishArtifact(ctx context.Context, t *testing.T, image, fil
 func (s *labSuite) jobUIDs(ctx context.Context, t *testing.T, image string) map[string]bool {
 	t.Helper()
 	var jobs batchv1.JobList
-	if err := s.env.Client.List(ctx, &jobs, client.InNamespace(buildNamespace), client.MatchingLabels{LabelVMImage: image}); err != nil {
+	if err := s.env.Client.List(ctx, &jobs, client.InNamespace(buildNamespace), client.MatchingLabels{banlieuev1.LabelVMImage: image}); err != nil {
 		t.Fatal(err)
 	}
 	uids := map[string]bool{}

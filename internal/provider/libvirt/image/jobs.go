@@ -13,22 +13,6 @@ import (
 
 // Labels and annotations of an import Job.
 const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelVMImage   = "banlieue.io/vmimage"
-	LabelPool      = "banlieue.io/pool"
-
-	// AnnotationArtifactChecksum records which artifact a Job imports, so a rebuilt artifact
-	// can be told from the one a finished Job already imported.
-	AnnotationArtifactChecksum = "banlieue.io/artifact-checksum"
-	// AnnotationProvider names the Provider (namespace/name) a Job imports for, for people
-	// reading the Job: its name and labels may carry a hash instead.
-	AnnotationProvider = "banlieue.io/provider"
-	// AnnotationImportIdentity is importIdentity of the VMImage, Provider, pool and checksum the
-	// Job was created for: with the VMImage's UID in its controller reference, the proof that a
-	// Job of the expected name is banlieue's own.
-	AnnotationImportIdentity = "banlieue.io/import-identity"
-
 	appName         = "banlieue"
 	importComponent = "libvirt-import"
 	artifactsMount  = "/artifacts"
@@ -56,10 +40,10 @@ type importJobSpec struct {
 func importJob(s importJobSpec) *batchv1.Job {
 	artifact := s.Image.Status.BuildArtifact
 	labels := map[string]string{
-		LabelName:      appName,
-		LabelComponent: importComponent,
-		LabelVMImage:   labelValue(s.Image.Name),
-		LabelPool:      labelValue(s.Pool),
+		banlieuev1.LabelName:        appName,
+		banlieuev1.LabelComponent:   importComponent,
+		banlieuev1.LabelVMImage:     labelValue(s.Image.Name),
+		banlieuev1.LabelStoragePool: labelValue(s.Pool),
 	}
 	args := []string{"provider", "libvirt", "import",
 		"--vmimage", s.Image.Name,
@@ -77,9 +61,9 @@ func importJob(s importJobSpec) *batchv1.Job {
 			Namespace: s.Namespace,
 			Labels:    labels,
 			Annotations: map[string]string{
-				AnnotationArtifactChecksum: artifact.Checksum,
-				AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
-				AnnotationImportIdentity:   importIdentity(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool, artifact.Checksum),
+				banlieuev1.AnnotationArtifactChecksum: artifact.Checksum,
+				banlieuev1.AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
+				banlieuev1.AnnotationImportIdentity:   importIdentity(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool, artifact.Checksum),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: banlieuev1.GroupVersion.String(),
@@ -144,10 +128,10 @@ func artifactPath(file string) string {
 func jobZone(pool string, job *batchv1.Job) banlieuev1.ImageZoneStatus {
 	switch {
 	case job.Status.Succeeded > 0:
-		return banlieuev1.ImageZoneStatus{Name: pool, Ready: true, Reason: ReasonReconciled, ResolvedRef: pool + "/" + job.Name}
+		return banlieuev1.ImageZoneStatus{Name: pool, Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: pool + "/" + job.Name}
 	case job.Status.Failed > 0 && job.Status.Active == 0:
-		return notReadyZone(pool, ReasonImportFailed, "import Job "+job.Name+" failed")
+		return notReadyZone(pool, banlieuev1.ReasonImportFailed, "import Job "+job.Name+" failed")
 	default:
-		return notReadyZone(pool, ReasonImporting, "import Job running")
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job running")
 	}
 }

@@ -60,8 +60,8 @@ func TestImportJobManifest(t *testing.T) {
 	if v := pod.Volumes[0].PersistentVolumeClaim; v.ClaimName != "banlieue-artifacts" || !v.ReadOnly {
 		t.Errorf("volume %+v", v)
 	}
-	if job.Annotations[AnnotationArtifactChecksum] != "sha256:ab" || job.Annotations[AnnotationProvider] != "banlieue-system/host-7" ||
-		job.Annotations[AnnotationImportIdentity] != importIdentity("kairos", "banlieue-system", "host-7", "default", "sha256:ab") {
+	if job.Annotations[banlieuev1.AnnotationArtifactChecksum] != "sha256:ab" || job.Annotations[banlieuev1.AnnotationProvider] != "banlieue-system/host-7" ||
+		job.Annotations[banlieuev1.AnnotationImportIdentity] != importIdentity("kairos", "banlieue-system", "host-7", "default", "sha256:ab") {
 		t.Errorf("annotations %+v", job.Annotations)
 	}
 	if got := artifactPath("../../etc/passwd"); got != "/artifacts/etc/passwd" {
@@ -81,8 +81,8 @@ func TestJobOwnership(t *testing.T) {
 		return importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v", Namespace: "banlieue-imagebuild"})
 	}
 	older := ours()
-	older.Annotations[AnnotationArtifactChecksum] = "sha256:00"
-	older.Annotations[AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default", "sha256:00")
+	older.Annotations[banlieuev1.AnnotationArtifactChecksum] = "sha256:00"
+	older.Annotations[banlieuev1.AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default", "sha256:00")
 	noOwner := ours()
 	noOwner.OwnerReferences = nil
 	notController := ours()
@@ -92,11 +92,11 @@ func TestJobOwnership(t *testing.T) {
 	otherKind := ours()
 	otherKind.OwnerReferences[0].Kind = "CronJob"
 	noIdentity := ours()
-	delete(noIdentity.Annotations, AnnotationImportIdentity)
+	delete(noIdentity.Annotations, banlieuev1.AnnotationImportIdentity)
 	otherPool := ours()
-	otherPool.Annotations[AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default2", "sha256:ab")
+	otherPool.Annotations[banlieuev1.AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default2", "sha256:ab")
 	forgedChecksum := ours()
-	forgedChecksum.Annotations[AnnotationArtifactChecksum] = "sha256:00"
+	forgedChecksum.Annotations[banlieuev1.AnnotationArtifactChecksum] = "sha256:00"
 	for _, tc := range []struct {
 		name     string
 		job      *batchv1.Job

@@ -105,7 +105,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		s.writeVolume(ctx, t, pool, name, []byte("another tool's disk"))
 		before := s.volumeState(ctx, t, pool, name)
 		s.publishArtifact(ctx, t, img.Name, "squat.raw", src)
-		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == ReasonImportFailed })
+		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Reason == banlieuev1.ReasonImportFailed })
 		if row.Ready || row.ResolvedRef != "" {
 			t.Errorf("row = %+v", row)
 		}
@@ -179,9 +179,9 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		foreign := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: ImportJobName("squatted", providerNamespace, "lab", names[1]), Namespace: buildNamespace,
-				Labels: map[string]string{LabelComponent: importComponent, LabelVMImage: "squatted", LabelPool: labelValue(names[1])},
-				Annotations: map[string]string{AnnotationProvider: providerNamespace + "/lab",
-					AnnotationArtifactChecksum: "sha256:" + fileSHA256(t, src)},
+				Labels: map[string]string{banlieuev1.LabelComponent: importComponent, banlieuev1.LabelVMImage: "squatted", banlieuev1.LabelStoragePool: labelValue(names[1])},
+				Annotations: map[string]string{banlieuev1.AnnotationProvider: providerNamespace + "/lab",
+					banlieuev1.AnnotationArtifactChecksum: "sha256:" + fileSHA256(t, src)},
 			},
 			Spec: batchv1.JobSpec{
 				Suspend: ptr.To(true),
@@ -196,7 +196,7 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		}
 		s.publishArtifact(ctx, t, img.Name, "squatted.raw", src)
 		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool {
-			return len(r.Zones) == len(pools) && r.Zones[0].Ready && r.Zones[2].Ready && r.Zones[1].Reason == ReasonImportFailed
+			return len(r.Zones) == len(pools) && r.Zones[0].Ready && r.Zones[2].Ready && r.Zones[1].Reason == banlieuev1.ReasonImportFailed
 		})
 		want := "import Job " + buildNamespace + "/" + foreign.Name + " was not created by banlieue for VMImage squatted, Provider " +
 			providerNamespace + "/lab and pool \"" + names[1] + "\": it has no controller reference; it is left alone (delete it and banlieue creates its own)"

@@ -31,11 +31,7 @@ import (
 )
 
 // Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const (
-	requeueDefault = 30 * time.Second
-	requeueError   = 5 * time.Second
-	requeueLong    = 300 * time.Second
-)
+const ()
 
 // reconcileTimeout bounds one pass: API calls plus, for BackingFile sources, a volume lookup
 // per verified pool of every Provider.
@@ -101,9 +97,9 @@ func (r *Reconciler) allImages(ctx context.Context, _ client.Object) []reconcile
 // the rows the others applied, so each gets a manager of its own.
 func (r *Reconciler) fieldManager() string {
 	if r.ProviderName == "" {
-		return providerlibvirt.FieldManager
+		return banlieuev1.FieldManagerProviderLibvirt
 	}
-	return providerlibvirt.FieldManager + "/" + naming.Capped(r.ProviderName)
+	return banlieuev1.FieldManagerProviderLibvirt + "/" + naming.Capped(r.ProviderName)
 }
 
 // Reconcile computes and applies the image's libvirt rows.
@@ -119,14 +115,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	src, ok := libvirtSource(&img, providerlibvirt.ClassName)
 	if !ok {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 	providers, err := r.providers(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(providers) == 0 {
-		return ctrl.Result{RequeueAfter: requeueLong}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
 
 	rows := make([]banlieuev1.ProviderImageStatus, 0, len(providers))
@@ -154,14 +150,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Old bases go only after the row naming their successor is applied, and only for rows
 	// the previous pass had already published on it (publishedOn).
-	requeue := requeueLong
+	requeue := app.RequeueLong
 	for _, p := range collect {
 		if wait := r.collectOldBases(ctx, &img, p, artifactVolume(&img)); wait > 0 {
 			requeue = min(requeue, wait)
 		}
 	}
 	if !allReady {
-		return ctrl.Result{RequeueAfter: requeueDefault}, nil
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -199,7 +195,7 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 		}
 		pools := targetPools(p)
 		if len(pools) == 0 {
-			return notReadyRow(p, ReasonNoFailureDomains, "the Provider has no verified storage pool to import into"), nil
+			return notReadyRow(p, banlieuev1.ReasonNoFailureDomains, "the Provider has no verified storage pool to import into"), nil
 		}
 		zones := make([]banlieuev1.ImageZoneStatus, 0, len(pools))
 		for _, pool := range pools {
@@ -211,7 +207,7 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 		}
 		return urlRow(p, artifactVolume(img), zones), nil
 	default:
-		return notReadyRow(p, ReasonUnsupportedSourceKind,
+		return notReadyRow(p, banlieuev1.ReasonUnsupportedSourceKind,
 			fmt.Sprintf("source kind %s is not supported by the libvirt provider; use BackingFile or Url", src.Kind)), nil
 	}
 }
@@ -220,11 +216,11 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 func (r *Reconciler) backingFileRow(ctx context.Context, p *banlieuev1.Provider, volume string) banlieuev1.ProviderImageStatus {
 	pools := targetPools(p)
 	if len(pools) == 0 {
-		return notReadyRow(p, ReasonNoFailureDomains, "the Provider has no verified storage pool")
+		return notReadyRow(p, banlieuev1.ReasonNoFailureDomains, "the Provider has no verified storage pool")
 	}
 	host, err := r.Connections.Connect(ctx, r.APIReader, p)
 	if err != nil {
-		return notReadyRow(p, ReasonVolumeNotFound, "cannot reach the Provider's host to look for volume "+volume+": "+err.Error())
+		return notReadyRow(p, banlieuev1.ReasonVolumeNotFound, "cannot reach the Provider's host to look for volume "+volume+": "+err.Error())
 	}
 	zones := make([]banlieuev1.ImageZoneStatus, 0, len(pools))
 	for _, name := range pools {
@@ -242,11 +238,11 @@ func volumeZone(ctx context.Context, host *libvirt.Client, poolName, volume stri
 	}
 	switch {
 	case err == nil:
-		return banlieuev1.ImageZoneStatus{Name: poolName, Ready: true, Reason: ReasonReconciled, ResolvedRef: volume}
+		return banlieuev1.ImageZoneStatus{Name: poolName, Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: volume}
 	case libvirt.IsNotFound(err):
-		return notReadyZone(poolName, ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in pool %s", volume, poolName))
+		return notReadyZone(poolName, banlieuev1.ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in pool %s", volume, poolName))
 	default:
-		return notReadyZone(poolName, ReasonVolumeNotFound, fmt.Sprintf("looking up volume %s in pool %s: %v", volume, poolName, err))
+		return notReadyZone(poolName, banlieuev1.ReasonVolumeNotFound, fmt.Sprintf("looking up volume %s in pool %s: %v", volume, poolName, err))
 	}
 }
 
@@ -265,31 +261,31 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	switch {
 	case apierrors.IsNotFound(err):
 		// Create, not apply: an apply would take over a Job of this name created since the Get.
-		if err := r.Client.Create(ctx, want, client.FieldOwner(providerlibvirt.FieldManager)); err != nil {
-			return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf("creating import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
+		if err := r.Client.Create(ctx, want, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt)); err != nil {
+			return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("creating import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 		}
-		return notReadyZone(pool, ReasonImporting, "import Job created"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job created"), nil
 	case err != nil:
-		return notReadyZone(pool, ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
+		return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 	}
 	stale, conflict := jobOwnership(img, p, pool, &job)
 	switch {
 	case conflict != "":
-		return notReadyZone(pool, ReasonImportFailed, conflict), nil
+		return notReadyZone(pool, banlieuev1.ReasonImportFailed, conflict), nil
 	case !job.DeletionTimestamp.IsZero():
-		return notReadyZone(pool, ReasonImporting, "waiting for the stale import Job to go away"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "waiting for the stale import Job to go away"), nil
 	case stale:
 		if err := r.Client.Delete(ctx, &job, client.PropagationPolicy("Background"),
 			client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
 			return banlieuev1.ImageZoneStatus{}, fmt.Errorf("deleting import Job %s/%s of an older artifact: %w", job.Namespace, job.Name, err)
 		}
-		return notReadyZone(pool, ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
 	}
 	return jobZone(pool, &job), nil
 }
 
 // jobOwnership tells whether job, found at this import's Job name, is banlieue's. It is when its
-// controller is this VMImage, by UID, and its AnnotationImportIdentity is the import's identity:
+// controller is this VMImage, by UID, and its banlieuev1.AnnotationImportIdentity is the import's identity:
 // for the current artifact (adopt), or for the checksum the Job records (stale: an import of an
 // older artifact of this same VMImage, Provider and pool). Anything else yields the conflict
 // message for the zone: banlieue neither adopts nor deletes a Job it cannot prove it created.
@@ -307,12 +303,12 @@ func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, 
 	case owner.UID != img.UID:
 		return refuse(fmt.Sprintf("its controller is an earlier VMImage %s (uid %s, this one is %s)", owner.Name, owner.UID, img.UID))
 	}
-	recorded := job.Annotations[AnnotationArtifactChecksum]
-	switch job.Annotations[AnnotationImportIdentity] {
+	recorded := job.Annotations[banlieuev1.AnnotationArtifactChecksum]
+	switch job.Annotations[banlieuev1.AnnotationImportIdentity] {
 	case importIdentity(img.Name, p.Namespace, p.Name, pool, img.Status.BuildArtifact.Checksum):
 		return false, ""
 	case importIdentity(img.Name, p.Namespace, p.Name, pool, recorded):
 		return true, ""
 	}
-	return refuse("its " + AnnotationImportIdentity + " annotation is not this import's")
+	return refuse("its " + banlieuev1.AnnotationImportIdentity + " annotation is not this import's")
 }

@@ -11,18 +11,6 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 )
 
-// Reasons of a perProvider row and its zones (the troubleshooting tables of docs/guides).
-const (
-	ReasonReconciled            = "Reconciled"
-	ReasonBuildPending          = "BuildPending"
-	ReasonBuildFailed           = "BuildFailed"
-	ReasonNoFailureDomains      = "NoFailureDomains"
-	ReasonImporting             = "Importing"
-	ReasonImportFailed          = "ImportFailed"
-	ReasonUnsupportedSourceKind = "UnsupportedSourceKind"
-	ReasonVolumeNotFound        = "VolumeNotFound"
-)
-
 // libvirtSource is the VMImage's source for this backend. Sources are merge-keyed on the class,
 // so there is at most one.
 func libvirtSource(img *banlieuev1.VMImage, class string) (banlieuev1.ImageSource, bool) {
@@ -61,15 +49,15 @@ func backingFileVolume(ref string) string { return path.Base(ref) }
 func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banlieuev1.ProviderImageStatus, bool) {
 	switch {
 	case artifact == nil || artifact.Phase == banlieuev1.BuildPending || artifact.Phase == banlieuev1.BuildBuilding:
-		return notReadyRow(p, ReasonBuildPending, "waiting for the imagebuilder to publish the artifact"), true
+		return notReadyRow(p, banlieuev1.ReasonBuildPending, "waiting for the imagebuilder to publish the artifact"), true
 	case artifact.Phase == banlieuev1.BuildFailed:
-		return notReadyRow(p, ReasonBuildFailed, artifact.Message), true
+		return notReadyRow(p, banlieuev1.ReasonBuildFailed, artifact.Message), true
 	case artifact.PVCRef == nil || artifact.File == "":
 		// Ready without a location is an imagebuilder bug; waiting is all the provider can do.
-		return notReadyRow(p, ReasonBuildPending, "build artifact is Ready but names no PVC or file"), true
+		return notReadyRow(p, banlieuev1.ReasonBuildPending, "build artifact is Ready but names no PVC or file"), true
 	case artifactSHA256(artifact) == "":
 		// Also an imagebuilder bug: it publishes sha256, and the volume is named by it.
-		return notReadyRow(p, ReasonBuildPending, fmt.Sprintf(
+		return notReadyRow(p, banlieuev1.ReasonBuildPending, fmt.Sprintf(
 			"build artifact is Ready but its checksum %q is not sha256:<hex>, which names its volume", artifact.Checksum)), true
 	}
 	return banlieuev1.ProviderImageStatus{}, false
@@ -94,14 +82,14 @@ func artifactVolume(img *banlieuev1.VMImage) string {
 // name as resolvedRef only then.
 func urlRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneStatus) banlieuev1.ProviderImageStatus {
 	row := banlieuev1.ProviderImageStatus{
-		ProviderName: p.Name, ProviderNamespace: p.Namespace, Ready: true, Reason: ReasonReconciled, Zones: zones,
+		ProviderName: p.Name, ProviderNamespace: p.Namespace, Ready: true, Reason: banlieuev1.ReasonReconciled, Zones: zones,
 	}
 	ready, failed := 0, 0
 	for _, z := range zones {
 		switch {
 		case z.Ready:
 			ready++
-		case z.Reason == ReasonImportFailed:
+		case z.Reason == banlieuev1.ReasonImportFailed:
 			failed++
 		}
 	}
@@ -110,10 +98,10 @@ func urlRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneS
 		row.ResolvedRef = volume
 		row.Message = fmt.Sprintf("imported into %d pool(s)", len(zones))
 	case failed > 0:
-		row.Ready, row.Reason = false, ReasonImportFailed
+		row.Ready, row.Reason = false, banlieuev1.ReasonImportFailed
 		row.Message = fmt.Sprintf("import failed in %d of %d pool(s)", failed, len(zones))
 	default:
-		row.Ready, row.Reason = false, ReasonImporting
+		row.Ready, row.Reason = false, banlieuev1.ReasonImporting
 		row.Message = fmt.Sprintf("imported into %d of %d pool(s)", ready, len(zones))
 	}
 	return row
@@ -124,10 +112,10 @@ func backingFileRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.Im
 	for _, z := range zones {
 		if z.Ready {
 			return banlieuev1.ProviderImageStatus{ProviderName: p.Name, ProviderNamespace: p.Namespace,
-				Ready: true, Reason: ReasonReconciled, ResolvedRef: volume, Zones: zones}
+				Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: volume, Zones: zones}
 		}
 	}
-	row := notReadyRow(p, ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in any of the Provider's verified pools", volume))
+	row := notReadyRow(p, banlieuev1.ReasonVolumeNotFound, fmt.Sprintf("volume %s is not in any of the Provider's verified pools", volume))
 	row.Zones = zones
 	return row
 }

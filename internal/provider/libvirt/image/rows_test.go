@@ -38,14 +38,14 @@ func TestBuildGate(t *testing.T) {
 		artifact *banlieuev1.BuildArtifact
 		reason   string
 	}{
-		{nil, ReasonBuildPending},
-		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildPending}, ReasonBuildPending},
-		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildBuilding}, ReasonBuildPending},
-		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildFailed, Message: "404"}, ReasonBuildFailed},
+		{nil, banlieuev1.ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildPending}, banlieuev1.ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildBuilding}, banlieuev1.ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildFailed, Message: "404"}, banlieuev1.ReasonBuildFailed},
 		// The volume is named by the artifact's sha256: without one there is no name.
-		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}, ReasonBuildPending},
+		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}, banlieuev1.ReasonBuildPending},
 		{&banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "x.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"},
-			Checksum: "sha512:" + strings.Repeat("ab", 64)}, ReasonBuildPending},
+			Checksum: "sha512:" + strings.Repeat("ab", 64)}, banlieuev1.ReasonBuildPending},
 	} {
 		row, gated := buildGate(p, tc.artifact)
 		if !gated || row.Ready || row.Reason != tc.reason || row.ProviderName != "p" || row.ProviderNamespace != "ns" {
@@ -65,20 +65,20 @@ func TestURLRowAndJobZones(t *testing.T) {
 	running := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1}})
 	retrying := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1, Failed: 1}})
 	failed := jobZone("c", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "jc"}, Status: batchv1.JobStatus{Failed: 2}})
-	if !done.Ready || done.ResolvedRef != "a/j" || done.Reason != ReasonReconciled {
+	if !done.Ready || done.ResolvedRef != "a/j" || done.Reason != banlieuev1.ReasonReconciled {
 		t.Errorf("succeeded: %+v", done)
 	}
-	if running.Reason != ReasonImporting || retrying.Reason != ReasonImporting || failed.Reason != ReasonImportFailed ||
+	if running.Reason != banlieuev1.ReasonImporting || retrying.Reason != banlieuev1.ReasonImporting || failed.Reason != banlieuev1.ReasonImportFailed ||
 		failed.Message != "import Job jc failed" {
 		t.Errorf("running %+v retrying %+v failed %+v", running, retrying, failed)
 	}
-	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, done}); !r.Ready || r.ResolvedRef != "img.raw" || r.Reason != ReasonReconciled {
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, done}); !r.Ready || r.ResolvedRef != "img.raw" || r.Reason != banlieuev1.ReasonReconciled {
 		t.Errorf("all ready: %+v", r)
 	}
-	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, running}); r.Ready || r.ResolvedRef != "" || r.Reason != ReasonImporting {
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, running}); r.Ready || r.ResolvedRef != "" || r.Reason != banlieuev1.ReasonImporting {
 		t.Errorf("one running: %+v", r)
 	}
-	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{running, failed}); r.Ready || r.Reason != ReasonImportFailed {
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{running, failed}); r.Ready || r.Reason != banlieuev1.ReasonImportFailed {
 		t.Errorf("one failed: %+v", r)
 	}
 }

@@ -1,0 +1,34 @@
+package v1alpha1
+
+// A LibvirtMachine carries the condition types of api/v1alpha1 (Ready and GuestReady), which the
+// controller mirrors onto the VM (docs/design/roles.md); these are the reasons it adds.
+
+// LibvirtMachine Ready reasons.
+const (
+	// ReasonDomainRunning: the domain is defined and in the desired power state.
+	ReasonDomainRunning = "DomainRunning"
+	// ReasonDomainNotRunning: the domain is defined but not in the desired power state yet.
+	ReasonDomainNotRunning = "DomainNotRunning"
+	// ReasonReconcileFailed: a step against the host failed; the message names the step.
+	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonInstallMediaAttached: the install medium is still attached to a deferred install.
+	ReasonInstallMediaAttached = "InstallMediaAttached"
+	// ReasonDomainNameConflict: a domain of the machine's name exists that this machine did not
+	// create (not banlieue's, or another LibvirtMachine's); it is left untouched.
+	ReasonDomainNameConflict = "DomainNameConflict"
+	// ReasonVolumeNameConflict: a volume the machine would create exists and is not recorded as
+	// the machine's own; it is left untouched.
+	ReasonVolumeNameConflict = "VolumeNameConflict"
+)
+
+// LibvirtMachine GuestReady reasons.
+const (
+	// ReasonGuestAnnounced: the guest phoned home.
+	ReasonGuestAnnounced = "GuestAnnounced"
+	// ReasonGuestNotAnnounced: the guest has not phoned home yet.
+	ReasonGuestNotAnnounced = "GuestNotAnnounced"
+)
+
+// FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
+// host.
+const FinalizerLibvirtMachine = "banlieue.io/libvirtmachine"

@@ -1,0 +1,174 @@
+package v1alpha1
+
+// The condition types of banlieue's kinds and the reasons each can carry: the vocabulary the
+// roles share (docs/design/roles.md). A reason that several conditions use is declared once,
+// under the first. Every reason is explained, with what to do about it, in the troubleshooting
+// tables of docs/guides (test/docs holds the two together).
+
+// Condition types.
+const (
+	// ConditionReady is the aggregate of every kind: true when the object is usable as declared.
+	ConditionReady = "Ready"
+	// ConditionScheduled says whether a VirtualMachine has a Provider and failure domain.
+	ConditionScheduled = "Scheduled"
+	// ConditionPlacementValid says whether a scheduled VM still fits where it was placed.
+	ConditionPlacementValid = "PlacementValid"
+	// ConditionInfrastructureReady mirrors the backend machine's Ready onto its VM.
+	ConditionInfrastructureReady = "InfrastructureReady"
+	// ConditionGuestReady says whether the guest announced itself (cloud-init phoned home).
+	ConditionGuestReady = "GuestReady"
+	// ConditionProviderReachable says whether the provider could connect to its host.
+	ConditionProviderReachable = "ProviderReachable"
+	// ConditionBound says whether a VirtualMachineClaim holds a pool member.
+	ConditionBound = "Bound"
+	// ConditionWarm says whether a VirtualMachinePool has its warm members ready.
+	ConditionWarm = "Warm"
+	// ConditionCapacity says whether a VirtualMachinePool can grow to what it is asked.
+	ConditionCapacity = "Capacity"
+)
+
+// Reasons shared by several conditions and kinds.
+const (
+	// ReasonReconciled: the condition holds; the object is as declared.
+	ReasonReconciled = "Reconciled"
+	// ReasonPending: work has not started yet (an image build queued, a machine not reported).
+	ReasonPending = "Pending"
+	// ReasonBuildFailed: the image build failed; its message carries the build's error.
+	ReasonBuildFailed = "BuildFailed"
+)
+
+// VirtualMachine Ready and InfrastructureReady reasons.
+const (
+	// ReasonScheduling: the VM waits for a placement.
+	ReasonScheduling = "Scheduling"
+	// ReasonPlacementInvalid: the VM no longer fits its placement (see PlacementValid).
+	ReasonPlacementInvalid = "PlacementInvalid"
+	// ReasonInfrastructureNotReady: the backend machine exists but is not Ready.
+	ReasonInfrastructureNotReady = "InfrastructureNotReady"
+	// ReasonInfraBuildFailed: the VM's backend machine cannot be built from its class and image.
+	ReasonInfraBuildFailed = "InfraBuildFailed"
+	// ReasonDeleting: the VM's deletion waits for its machines to go.
+	ReasonDeleting = "Deleting"
+	// ReasonImageClassMismatch: the VM's class and image cannot go together.
+	ReasonImageClassMismatch = "ImageClassMismatch"
+)
+
+// VirtualMachine Scheduled reasons.
+const (
+	// ReasonScheduled: a Provider and failure domain were chosen.
+	ReasonScheduled = "Scheduled"
+	// ReasonNoProviderMatched: no Provider in the VM's namespace matches its selector.
+	ReasonNoProviderMatched = "NoProviderMatched"
+	// ReasonNoFailureDomainMatched: no failure domain of a matching Provider fits.
+	ReasonNoFailureDomainMatched = "NoFailureDomainMatched"
+	// ReasonImageNotReady: the VM's image is not ready on any matching Provider.
+	ReasonImageNotReady = "ImageNotReady"
+	// ReasonFirmwareUnsupported: no matching Provider offers the class's firmware.
+	ReasonFirmwareUnsupported = "FirmwareUnsupported"
+	// ReasonTpmUnsupported: the class asks for a vTPM no matching Provider declares.
+	ReasonTpmUnsupported = "TpmUnsupported"
+	// ReasonAntiAffinityUnsatisfied: every candidate already holds a VM the VM must avoid.
+	ReasonAntiAffinityUnsatisfied = "AntiAffinityUnsatisfied"
+)
+
+// VirtualMachine PlacementValid reasons: what changed under a placed VM.
+const (
+	// ReasonProviderChanged: the VM's Provider no longer matches it.
+	ReasonProviderChanged = "ProviderChanged"
+	// ReasonFailureDomainChanged: the VM's failure domain no longer matches it.
+	ReasonFailureDomainChanged = "FailureDomainChanged"
+	// ReasonStorageMappingChanged: the Provider maps the VM's storage class elsewhere now.
+	ReasonStorageMappingChanged = "StorageMappingChanged"
+	// ReasonNetworkMappingChanged: the Provider maps the VM's network class elsewhere now.
+	ReasonNetworkMappingChanged = "NetworkMappingChanged"
+)
+
+// VMImage Ready reasons (the aggregate over the per-Provider rows).
+const (
+	// ReasonNoProviders: no Provider has reported a row for the image yet.
+	ReasonNoProviders = "NoProviders"
+	// ReasonNotReady: some Provider's row is not ready; the message names it.
+	ReasonNotReady = "NotReady"
+	// ReasonBuilding: the imagebuilder is building the image's artifact.
+	ReasonBuilding = "Building"
+)
+
+// Reasons of a VMImage's per-Provider row and its failure domains.
+const (
+	// ReasonBuildPending: the row waits for the image's build to finish.
+	ReasonBuildPending = "BuildPending"
+	// ReasonNoFailureDomains: the Provider declares no failure domain to import into.
+	ReasonNoFailureDomains = "NoFailureDomains"
+	// ReasonImporting: an import Job is copying the artifact onto the host.
+	ReasonImporting = "Importing"
+	// ReasonImportFailed: the import Job failed; its message carries the Job's error.
+	ReasonImportFailed = "ImportFailed"
+	// ReasonUnsupportedSourceKind: the image's source kind is not one this backend imports.
+	ReasonUnsupportedSourceKind = "UnsupportedSourceKind"
+	// ReasonVolumeNotFound: the volume the source names does not exist on the host.
+	ReasonVolumeNotFound = "VolumeNotFound"
+)
+
+// Provider Ready and ProviderReachable reasons.
+const (
+	// ReasonCapabilitiesIncomplete: the host lacks something the Provider declares.
+	ReasonCapabilitiesIncomplete = "CapabilitiesIncomplete"
+	// ReasonConnectFailed: the provider could not reach or authenticate to the host.
+	ReasonConnectFailed = "ConnectFailed"
+	// ReasonCredentialsUnavailable: the credentials Secret or CA ConfigMap cannot be read.
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+)
+
+// ProviderClass Ready reasons.
+const (
+	// ReasonReady: the class's image and ClusterRole are in place.
+	ReasonReady = "Ready"
+	// ReasonMissingClusterRole: the ClusterRole the class names does not exist.
+	ReasonMissingClusterRole = "MissingClusterRole"
+	// ReasonInvalidImage: the class's provider image is not a valid reference.
+	ReasonInvalidImage = "InvalidImage"
+)
+
+// Event reasons of the operator on a Provider.
+const (
+	// ReasonWorkloadApplied: the provider's Deployment and RBAC were applied.
+	ReasonWorkloadApplied = "WorkloadApplied"
+	// ReasonWorkloadPruned: an object the workload no longer needs was deleted.
+	ReasonWorkloadPruned = "WorkloadPruned"
+	// ReasonWorkloadDeleted: the Provider is gone, and so is its workload.
+	ReasonWorkloadDeleted = "WorkloadDeleted"
+	// ReasonReconcileSkipped: the Provider or its class is paused.
+	ReasonReconcileSkipped = "ReconcileSkipped"
+	// ReasonProviderClassNotFound: the Provider names a ProviderClass that does not exist.
+	ReasonProviderClassNotFound = "ProviderClassNotFound"
+)
+
+// VirtualMachineClaim Bound reasons.
+const (
+	// ReasonBound: the claim holds a pool member.
+	ReasonBound = "Bound"
+	// ReasonNoMemberAvailable: the pool has no ready, unclaimed member now.
+	ReasonNoMemberAvailable = "NoMemberAvailable"
+	// ReasonPoolNotFound: the claim names a pool that does not exist.
+	ReasonPoolNotFound = "PoolNotFound"
+	// ReasonMemberLost: the member the claim held is gone.
+	ReasonMemberLost = "MemberLost"
+	// ReasonReleased: the claim let its member go.
+	ReasonReleased = "Released"
+	// ReasonExpired: the claim's lifetime ran out.
+	ReasonExpired = "Expired"
+)
+
+// VirtualMachinePool Warm and Capacity reasons.
+const (
+	// ReasonWarm: the pool has its warm members ready.
+	ReasonWarm = "Warm"
+	// ReasonFilling: warm members are still being made ready.
+	ReasonFilling = "Filling"
+	// ReasonReadinessSignalAbsent: members never report the readiness the pool waits for.
+	ReasonReadinessSignalAbsent = "ReadinessSignalAbsent"
+	// ReasonAddressRangeExhausted: the pool's address range has no address left.
+	ReasonAddressRangeExhausted = "AddressRangeExhausted"
+	// ReasonMaxReplicasReached: the pool is at its maxReplicas.
+	ReasonMaxReplicasReached = "MaxReplicasReached"
+)

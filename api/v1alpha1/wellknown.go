@@ -1,0 +1,87 @@
+package v1alpha1
+
+// The finalizers, labels, annotations and field managers the roles set and read: one place, so
+// that two roles meaning the same key name the same constant (docs/design/roles.md).
+
+// Finalizers.
+const (
+	// FinalizerVirtualMachine holds a VM until its infrastructure machines are gone.
+	FinalizerVirtualMachine = "banlieue.io/virtualmachine"
+	// FinalizerProviderInUse keeps a Provider while machines reference it: the provider needs
+	// the Provider's credentials to tear a machine down (docs/decisions.md).
+	FinalizerProviderInUse = "banlieue.io/provider-in-use"
+	// FinalizerProviderWorkload holds a Provider until its workload, including the never-owned
+	// ClusterRoleBinding, is gone.
+	FinalizerProviderWorkload = "banlieue.io/provider-workload"
+	// FinalizerClaimProtection holds a claimed pool member until its claim lets it go.
+	FinalizerClaimProtection = "banlieue.io/claim-protection"
+)
+
+// Labels. The app.kubernetes.io keys follow Kubernetes' recommended labels.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelInstance  = "app.kubernetes.io/instance"
+
+	// LabelProvider, LabelProviderNamespace and LabelProviderClass mark a Provider's workload
+	// objects (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
+	LabelProvider          = "banlieue.io/provider"
+	LabelProviderNamespace = "banlieue.io/provider-namespace"
+	LabelProviderClass     = "banlieue.io/provider-class"
+
+	// LabelOwnedBy marks an infrastructure machine with the VM it realises.
+	LabelOwnedBy = "banlieue.io/owned-by"
+	// LabelVMImage marks build and import Jobs with the VMImage they work for.
+	LabelVMImage = "banlieue.io/vmimage"
+	// LabelStoragePool marks an import Job with the libvirt storage pool it writes into.
+	LabelStoragePool = "banlieue.io/storage-pool"
+
+	// LabelPool, LabelPoolImageRevision and LabelClaim mark a VirtualMachinePool's members
+	// (docs/reference/api.md).
+	LabelPool              = "banlieue.io/pool"
+	LabelPoolImageRevision = "banlieue.io/pool-image-revision"
+	LabelClaim             = "banlieue.io/claim"
+)
+
+// Annotations.
+const (
+	// AnnotationMigrate lets a user approve a recreate under migrationPolicy manual.
+	AnnotationMigrate = "banlieue.io/migrate"
+
+	// AnnotationImportFrom and AnnotationSourceChecksum record the source a build Job builds:
+	// the Job spec is immutable, so a changed source can only be honoured by replacing the Job,
+	// and comparing annotations is cheaper and clearer than parsing the Job's argv back.
+	AnnotationImportFrom     = "banlieue.io/import-from"
+	AnnotationSourceChecksum = "banlieue.io/source-checksum"
+	// AnnotationArtifactKind is the kind a build Job's output name assumes (.raw or .iso). It
+	// outlives a replacement made because the build found the other kind, which the URL did
+	// not reveal.
+	AnnotationArtifactKind = "banlieue.io/artifact-kind"
+
+	// AnnotationArtifactChecksum records which artifact an import Job imports, so a rebuilt
+	// artifact can be told from the one a finished Job already imported.
+	AnnotationArtifactChecksum = "banlieue.io/artifact-checksum"
+	// AnnotationProvider names the Provider (namespace/name) an import Job imports for, for
+	// people reading the Job: its name and labels may carry a hash instead.
+	AnnotationProvider = "banlieue.io/provider"
+	// AnnotationImportIdentity is the identity of the VMImage, Provider, pool and checksum an
+	// import Job was created for: with the VMImage's UID in its controller reference, the proof
+	// that a Job of the expected name is banlieue's own.
+	AnnotationImportIdentity = "banlieue.io/import-identity"
+
+	// AnnotationClaimSubjectIssuer and AnnotationClaimSubjectID record who holds a claimed
+	// pool member.
+	AnnotationClaimSubjectIssuer = "banlieue.io/claim-subject-issuer"
+	AnnotationClaimSubjectID     = "banlieue.io/claim-subject-id"
+)
+
+// Field managers: each role applies the fields it owns under its own name (docs/architecture.md,
+// "Field managers (server-side apply)").
+const (
+	FieldManagerController      = "banlieue.io/controller"
+	FieldManagerPoolController  = "banlieue.io/pool-controller"
+	FieldManagerOperator        = "banlieue.io/operator"
+	FieldManagerImagebuilder    = "banlieue.io/imagebuilder"
+	FieldManagerProviderLibvirt = "banlieue.io/provider-libvirt"
+)
