@@ -36,11 +36,10 @@ func newImagebuilderCommand() *cobra.Command {
 		}}
 	}
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
-		return (&imagebuilder.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		return imagebuilder.Setup(mgr, imagebuilder.Options{
 			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
 			NodeSelector: nodeSelector, Tolerations: tolerations,
-		}).SetupWithManager(mgr)
+		})
 	}
 	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
 	// Bad values are fatal at startup, before anything is reconciled.

@@ -15,8 +15,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/operator"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
-	"banlieue.io/banlieue/internal/provider/libvirt/image"
+	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
 
 // providerLibvirtOptions are the flags of `banlieue provider libvirt` beyond the common ones
@@ -44,35 +43,13 @@ func newProviderLibvirtCommand() *cobra.Command {
 		}
 	}
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
-		conns := hostconn.NewPool()
-		if err := mgr.Add(runOnStop(conns.Close)); err != nil {
-			return err
-		}
-		if err := (&providerlibvirt.ProviderReconciler{
-			Client:      mgr.GetClient(),
-			APIReader:   mgr.GetAPIReader(),
-			Connections: conns,
-		}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-		if err := (&image.Reconciler{
-			Client:               mgr.GetClient(),
-			APIReader:            mgr.GetAPIReader(),
-			Connections:          conns,
+		return libvirtrole.Setup(mgr, libvirtrole.Options{
 			ProviderName:         po.providerName,
 			BuildNamespace:       po.buildNamespace,
 			ImportImage:          po.importImage,
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
-		}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-		return (&providerlibvirt.MachineReconciler{
-			Client:       mgr.GetClient(),
-			APIReader:    mgr.GetAPIReader(),
-			Connections:  conns,
-			ProviderName: po.providerName,
-		}).SetupWithManager(mgr)
+		})
 	}
 	cmd := r.command("libvirt", "Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains")
 	// A bad toleration is fatal at startup, before anything is reconciled.

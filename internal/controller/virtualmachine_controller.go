@@ -33,6 +33,8 @@ type virtualMachineReconciler struct {
 	apiReader client.Reader
 }
 
+// Reconcile reads like every reconciler of banlieue: fetch, then delete or normal; the normal
+// path runs named phases that each record their outcome in one status, which is written once.
 func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var vm banlieuev1.VirtualMachine
 	if err := r.client.Get(ctx, req.NamespacedName, &vm); err != nil {
@@ -48,102 +50,88 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := finalizer.Ensure(ctx, r.client, &vm, banlieuev1.FinalizerVirtualMachine); err != nil {
 		return ctrl.Result{}, err
 	}
-
-	var class banlieuev1.VMClass
-	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, &class); err != nil {
-		return ctrl.Result{}, fmt.Errorf("getting VMClass %s: %w", vm.Spec.ClassRef.Name, err)
-	}
-	var image banlieuev1.VMImage
-	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, &image); err != nil {
-		return ctrl.Result{}, fmt.Errorf("getting VMImage %s: %w", vm.Spec.ImageRef.Name, err)
-	}
-	var providers banlieuev1.ProviderList
-	if err := r.client.List(ctx, &providers, client.InNamespace(vm.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-	var siblings banlieuev1.VirtualMachineList
-	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-
 	status := vm.Status.DeepCopy()
 	status.ObservedGeneration = vm.Generation
-	if msg := imageClassMismatch(&class, &image); msg != "" {
+	requeue, err := r.reconcileNormal(ctx, &vm, status)
+	if errors.Is(err, errStaleRead) {
+		// The watch brings the newer version, and with it another pass.
+		return ctrl.Result{RequeueAfter: app.ErrorRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.writeStatus(ctx, &vm, status, requeue)
+}
+
+// errStaleRead ends a pass that worked from a cached VM older than the API server's.
+var errStaleRead = errors.New("the cached VirtualMachine is stale")
+
+// vmInputs is everything a VM's placement and machine are decided from.
+type vmInputs struct {
+	class     banlieuev1.VMClass
+	image     banlieuev1.VMImage
+	providers []banlieuev1.Provider
+	siblings  []banlieuev1.VirtualMachine
+}
+
+// reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
+// when to look again. An error means status must not be written.
+func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus) (time.Duration, error) {
+	in, err := r.readInputs(ctx, vm)
+	if err != nil {
+		return 0, fmt.Errorf("reading the VM's inputs: %w", err)
+	}
+	if msg := imageClassMismatch(&in.class, &in.image); msg != "" {
 		// Scheduled is left alone: the pairing is wrong whatever the placement.
 		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: banlieuev1.ReasonImageClassMismatch, Message: msg})
-		return r.writeStatus(ctx, &vm, status, app.RequeueLong)
+		return app.RequeueLong, nil
 	}
 
-	d, err := schedule(scheduleInput{VM: &vm, Class: &class, Image: &image, Providers: providers.Items, Siblings: siblings.Items})
+	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers, Siblings: in.siblings})
 	if err != nil {
 		var se *scheduleError
 		if !errors.As(err, &se) {
-			return ctrl.Result{}, err
+			return 0, fmt.Errorf("scheduling: %w", err)
 		}
-		return r.notScheduled(ctx, &vm, status, se.Reason, se.Message, banlieuev1.ReasonScheduling, app.RequeueDefault)
+		notScheduled(vm, status, se.Reason, se.Message, banlieuev1.ReasonScheduling)
+		return app.RequeueDefault, nil
 	}
 	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
 	if err != nil {
-		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.RequeueLong)
+		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed)
+		return app.RequeueLong, nil
 	}
 
 	next := d.placement()
-	// A placement is recorded or changed only from the VM as the API server has it. The cache can
-	// lag far behind (after an API server restart the informers back off for up to a minute
-	// before they watch again), and a copy that missed the pass which scheduled the VM would
-	// schedule it again: a new scheduledAt or, among several failure domains, another placement
-	// applied over the existing machine. The applies carry no resourceVersion, so nothing else
-	// refuses them. A VM whose recorded placement holds skips the read.
-	if status.Scheduled == nil || placementDrift(status.Scheduled, next) != "" {
-		var live banlieuev1.VirtualMachine
-		if err := r.apiReader.Get(ctx, req.NamespacedName, &live); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if live.ResourceVersion != vm.ResourceVersion {
-			// The watch brings the newer version, and with it another pass.
-			return ctrl.Result{RequeueAfter: app.ErrorRetry}, nil
-		}
+	if err := r.confirmFresh(ctx, vm, status, next); err != nil {
+		return 0, err
 	}
 	existing := kind.newObject()
 	exists := true
-	if err := r.client.Get(ctx, client.ObjectKeyFromObject(&vm), existing); apierrors.IsNotFound(err) {
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(vm), existing); apierrors.IsNotFound(err) {
 		exists = false
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return 0, fmt.Errorf("reading %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 	}
 	// Drift only matters while a machine realises the old placement; once it is gone (deleted
 	// by a migration or by hand) the new decision is simply applied.
 	if drift := placementDrift(status.Scheduled, next); drift != "" && exists {
-		return r.drifted(ctx, &vm, status, kind, existing, drift, next)
+		return app.RequeueDefault, r.drifted(ctx, vm, status, kind, existing, drift, next)
 	}
 
-	raw, err := readUserData(ctx, r.apiReader, &vm)
-	if err != nil {
-		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
-	}
-	userData := renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
-	if n := len(userData); n > nocloud.MaxPayloadSize {
-		// Refused here, before any machine exists: the seed could never carry it.
-		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed,
-			fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
-				n, nocloud.MaxPayloadSize), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
-	}
-	in := buildInput{VM: &vm, Class: &class, Image: &image, Decision: d, UserData: userData}
+	build := buildInput{VM: vm, Class: &in.class, Image: &in.image, Decision: d}
 	if exists {
-		in.Existing = existing
+		build.Existing = existing
 	}
-	machine, err := kind.build(in)
+	machine, refused, err := r.applyMachine(ctx, kind, build)
 	if err != nil {
-		return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
+		return 0, err
 	}
-	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
-		// The API server refusing the machine (a name too long for domainName, say) is a build
-		// failure the user must fix, not a transient error.
-		if apierrors.IsInvalid(err) {
-			return r.notScheduled(ctx, &vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed, app.ErrorRetry)
-		}
-		return ctrl.Result{}, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+	if refused != "" {
+		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, refused, banlieuev1.ReasonInfraBuildFailed)
+		return app.ErrorRetry, nil
 	}
 
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue,
@@ -152,14 +140,89 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		Reason: banlieuev1.ReasonReconciled, Message: fmt.Sprintf("%s %s matches the placement", kind.GVK.Kind, vm.Name)})
 	mirror(status, kind.view(machine), vm.Generation)
 	status.Scheduled = stamped(status.Scheduled, next)
-	status.InfrastructureRef = infrastructureRef(kind, &vm)
-	return r.writeStatus(ctx, &vm, status, app.RequeueDefault)
+	status.InfrastructureRef = infrastructureRef(kind, vm)
+	return app.RequeueDefault, nil
+}
+
+// readInputs reads the VM's class, image, the Providers it may go to and its siblings.
+func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev1.VirtualMachine) (vmInputs, error) {
+	var in vmInputs
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, &in.class); err != nil {
+		return in, fmt.Errorf("getting VMClass %s: %w", vm.Spec.ClassRef.Name, err)
+	}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ImageRef.Name}, &in.image); err != nil {
+		return in, fmt.Errorf("getting VMImage %s: %w", vm.Spec.ImageRef.Name, err)
+	}
+	var providers banlieuev1.ProviderList
+	if err := r.client.List(ctx, &providers, client.InNamespace(vm.Namespace)); err != nil {
+		return in, fmt.Errorf("listing Providers: %w", err)
+	}
+	var siblings banlieuev1.VirtualMachineList
+	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
+		return in, fmt.Errorf("listing VirtualMachines: %w", err)
+	}
+	in.providers, in.siblings = providers.Items, siblings.Items
+	return in, nil
+}
+
+// confirmFresh returns errStaleRead when a placement would be recorded or changed from a cached
+// VM older than the API server's. The cache can lag far behind (after an API server restart the
+// informers back off for up to a minute before they watch again), and a copy that missed the
+// pass which scheduled the VM would schedule it again: a new scheduledAt or, among several
+// failure domains, another placement applied over the existing machine. The applies carry no
+// resourceVersion, so nothing else refuses them. A VM whose recorded placement holds skips the
+// read.
+func (r *virtualMachineReconciler) confirmFresh(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus, next banlieuev1.ScheduledPlacement) error {
+	if status.Scheduled != nil && placementDrift(status.Scheduled, next) == "" {
+		return nil
+	}
+	var live banlieuev1.VirtualMachine
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(vm), &live); apierrors.IsNotFound(err) {
+		return errStaleRead
+	} else if err != nil {
+		return fmt.Errorf("reading the VM past the cache: %w", err)
+	}
+	if live.ResourceVersion != vm.ResourceVersion {
+		return errStaleRead
+	}
+	return nil
+}
+
+// applyMachine renders the user-data, builds the VM's machine and applies it. A refusal the
+// user must fix (unreadable or oversized user-data, a machine the build or the API server
+// rejects) comes back as refused, for InfraBuildFailed; err is for what a retry may cure.
+func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraKind, in buildInput) (machine client.Object, refused string, err error) {
+	vm := in.VM
+	raw, err := readUserData(ctx, r.apiReader, vm)
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	in.UserData = renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
+	if n := len(in.UserData); n > nocloud.MaxPayloadSize {
+		// Refused here, before any machine exists: the seed could never carry it.
+		return nil, fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
+			n, nocloud.MaxPayloadSize), nil
+	}
+	machine, err = kind.build(in)
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
+		// The API server refusing the machine (a name too long for domainName, say) is a build
+		// failure the user must fix, not a transient error.
+		if apierrors.IsInvalid(err) {
+			return nil, err.Error(), nil
+		}
+		return nil, "", fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+	}
+	return machine, "", nil
 }
 
 // drifted handles a placement that no longer matches the existing machine (docs/guides/libvirt-provider.md, "7. Run a VM").
 func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
-	next banlieuev1.ScheduledPlacement) (ctrl.Result, error) {
+	next banlieuev1.ScheduledPlacement) error {
 	policy := vm.Spec.MigrationPolicy
 	approved := policy == migrationAutomatic || (policy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] == "true")
 	if policy == migrationAutomatic || policy == migrationManual {
@@ -174,21 +237,19 @@ func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.V
 	}
 	if approved && existing.GetDeletionTimestamp().IsZero() {
 		if err := r.client.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
+			return fmt.Errorf("deleting %s %s/%s for a migration: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 		}
 	}
 	// Under never (or an unset policy) the machine stays where it is and is only mirrored.
 	mirror(status, kind.view(existing), vm.Generation)
-	return r.writeStatus(ctx, vm, status, app.RequeueDefault)
+	return nil
 }
 
 // notScheduled records a VM that has no machine to converge: Scheduled=False with reason and
 // msg, and Ready=False with readyReason.
-func (r *virtualMachineReconciler) notScheduled(ctx context.Context, vm *banlieuev1.VirtualMachine,
-	status *banlieuev1.VirtualMachineStatus, reason, msg, readyReason string, requeue time.Duration) (ctrl.Result, error) {
+func notScheduled(vm *banlieuev1.VirtualMachine, status *banlieuev1.VirtualMachineStatus, reason, msg, readyReason string) {
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg})
-	return r.writeStatus(ctx, vm, status, requeue)
 }
 
 // stamped is next with a scheduledAt that only moves when the decision does, so a steady VM's

@@ -76,19 +76,19 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	}
 	current, existing, err := ownDomain(ctx, c, m)
 	if err != nil {
-		return obs, err
+		return obs, inPhase("proving the domain name", err)
 	}
 	vols, err := claimVolumes(ctx, c, pool, m, record)
 	if err != nil {
-		return obs, err
+		return obs, inPhase("proving the volume names", err)
 	}
 	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, vols, record)
 	if err != nil {
-		return obs, err
+		return obs, inPhase("creating the disks", err)
 	}
 	var vendor string
 	if obs.domainType, vendor, err = hostVirtualisation(ctx, c); err != nil {
-		return obs, err
+		return obs, inPhase("reading the host's capabilities", err)
 	}
 
 	in := domainInputs{spec: s, owner: ownerOf(m), domainType: obs.domainType, cpuVendor: vendor, diskPaths: diskPaths,
@@ -115,30 +115,30 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 		}
 	}
 	if obs.domain, err = define(ctx, c, in); err != nil {
-		return obs, err
+		return obs, inPhase("defining the domain", err)
 	}
 	if in.seed == "" {
 		// The seed's instance-id is the domain's UUID, and its network-config the MACs libvirt
 		// assigned: both exist only once defined, and the second define must keep the MACs.
 		def, err := readDefinition(ctx, c, obs.domain)
 		if err != nil {
-			return obs, err
+			return obs, inPhase("reading the domain's definition", err)
 		}
 		in.macs = interfaceMACs(def)
 		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
-			return obs, err
+			return obs, inPhase("creating the seed", err)
 		}
 		in.uuid = obs.domain.UUID.String()
 		if obs.domain, err = define(ctx, c, in); err != nil {
-			return obs, err
+			return obs, inPhase("attaching the seed", err)
 		}
 	}
 
 	if obs.state, err = applyPower(ctx, c, m, obs.domain, stuckStart); err != nil {
-		return obs, err
+		return obs, inPhase("applying the power state", err)
 	}
 	if obs.addresses, obs.addressSource, err = guestAddresses(ctx, c, obs.domain); err != nil {
-		return obs, err
+		return obs, inPhase("reading the guest's addresses", err)
 	}
 	obs.phase = agentUnreachable
 	if isRunning(obs.state) {
@@ -149,7 +149,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	if installMedia && !obs.mediaDetached && obs.phase == installed {
 		eject, err := ejectedInstallerXML(s)
 		if err != nil {
-			return obs, err
+			return obs, inPhase("ejecting the install media", err)
 		}
 		// Never FORCE: a guest that locked its tray has a reason, and the error says so.
 		if err := c.DomainUpdateDevice(ctx, obs.domain, eject, libvirt.DeviceModifyLive|libvirt.DeviceModifyConfig); err != nil {
@@ -397,6 +397,16 @@ func seedNetworkConfig(m *infrav1.LibvirtMachine, assigned []string) ([]byte, er
 		}
 	}
 	return nocloud.NetworkConfigV2(nics)
+}
+
+// inPhase names the phase of converge an error came from, so a ReconcileFailed message says
+// which step failed (and, through pkg/libvirt, which procedure). A refusal that is already a
+// sentence to the user (a name conflict, whose text the guides quote exactly) is left as it is.
+func inPhase(phase string, err error) error {
+	if conflictReason(err) != "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", phase, err)
 }
 
 // pausedStartingUp is VIR_DOMAIN_PAUSED_STARTING_UP, the reason of a domain that libvirtd is

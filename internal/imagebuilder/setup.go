@@ -1,0 +1,32 @@
+package imagebuilder
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
+type Options struct {
+	// BuildNamespace holds the artifacts PVC and the build Jobs.
+	BuildNamespace string
+	// BuildImage is the container image of build Jobs (the banlieue image).
+	BuildImage string
+	// ArtifactsPVC is the PVC the builds write to and the imports read from.
+	ArtifactsPVC string
+	// NodeSelector and Tolerations place build pods (--build-node-selector, --build-toleration).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+}
+
+// Setup registers the build controller with mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	return (&Reconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		BuildNamespace: opts.BuildNamespace,
+		BuildImage:     opts.BuildImage,
+		ArtifactsPVC:   opts.ArtifactsPVC,
+		NodeSelector:   opts.NodeSelector,
+		Tolerations:    opts.Tolerations,
+	}).SetupWithManager(mgr)
+}
