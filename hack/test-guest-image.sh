@@ -21,7 +21,7 @@
 #     (for meta-data and user-data, when present)
 #   BANLIEUE-AGENT <port device>|absent
 #   BANLIEUE-GUEST-END
-# It writes `installed` to /run/banlieue/phase (banlieue's guest-side contract, SPEC §3.5.3) and
+# It writes `installed` to /run/banlieue/phase (banlieue's guest-side contract, ADR-0043) and
 # runs Debian's qemu-ga on the virtio-serial port org.qemu.guest_agent.0 (the binary plus the
 # shared libraries ldd names, copied from this Debian host).
 #
