@@ -18,10 +18,9 @@ import (
 // requeueKinds maps the names the controllers give their intervals to the interval
 // docs/operations.md ("Requeue intervals") documents for them.
 var requeueKinds = map[string]string{
-	"requeueDefault": "default",
-	"requeueError":   "error",
+	"RequeueDefault": "default",
 	"ErrorRetry":     "error",
-	"requeueLong":    "long",
+	"RequeueLong":    "long",
 }
 
 // documentedRequeues reads the three intervals from the "Requeue intervals" section.
