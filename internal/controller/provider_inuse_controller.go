@@ -51,7 +51,7 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		err = finalizer.Remove(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
 	}
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("Provider %s/%s: %w", p.Namespace, p.Name, err)
+		return ctrl.Result{}, fmt.Errorf("provider %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return ctrl.Result{}, nil
 }
