@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
@@ -53,11 +54,17 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	status := vm.Status.DeepCopy()
 	status.ObservedGeneration = vm.Generation
 	requeue, err := r.reconcileNormal(ctx, &vm, status)
-	if errors.Is(err, errStaleRead) {
+	switch {
+	case errors.Is(err, errStaleRead):
 		// The watch brings the newer version, and with it another pass.
 		return ctrl.Result{RequeueAfter: app.ErrorRetry}, nil
-	}
-	if err != nil {
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		// Recorded, and not retried: an edit of the VM, its class, image or Provider wakes it.
+		if _, werr := r.writeStatus(ctx, &vm, status, 0); werr != nil {
+			return ctrl.Result{}, werr
+		}
+		return ctrl.Result{}, err
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	return r.writeStatus(ctx, &vm, status, requeue)
@@ -75,7 +82,8 @@ type vmInputs struct {
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
-// when to look again. An error means status must not be written.
+// when to look again. An error means status must not be written, except a terminal one
+// (reconcile.TerminalError): the outcome is recorded and will not change without an edit.
 func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus) (time.Duration, error) {
 	in, err := r.readInputs(ctx, vm)
@@ -86,7 +94,7 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		// Scheduled is left alone: the pairing is wrong whatever the placement.
 		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: banlieuev1.ReasonImageClassMismatch, Message: msg})
-		return app.RequeueLong, nil
+		return 0, reconcile.TerminalError(errors.New(msg))
 	}
 
 	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers, Siblings: in.siblings})
@@ -101,7 +109,7 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
 	if err != nil {
 		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed)
-		return app.RequeueLong, nil
+		return 0, reconcile.TerminalError(err)
 	}
 
 	next := d.placement()

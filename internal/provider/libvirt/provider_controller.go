@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -104,19 +105,22 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	host, err := r.probe(ctx, &p)
 	if err != nil {
-		reason, requeue := banlieuev1.ReasonConnectFailed, min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry))
+		reason := banlieuev1.ReasonConnectFailed
 		var credErr *hostconn.CredentialsError
-		var specErr *hostconn.SpecError
-		switch {
-		case errors.As(err, &credErr):
+		if errors.As(err, &credErr) {
 			reason = banlieuev1.ReasonCredentialsUnavailable
-		case errors.As(err, &specErr):
-			// A wrong scheme or a refused option will not fix itself; an edit of the Provider
-			// triggers the next reconcile, so retrying on a timer would only repeat the error.
-			requeue = app.RequeueLong
 		}
 		log.FromContext(ctx).Info("provider host unavailable", "reason", reason, "error", err.Error())
-		return ctrl.Result{RequeueAfter: requeue}, r.writeFailed(ctx, &p, reason, err.Error())
+		if err := r.writeFailed(ctx, &p, reason, err.Error()); err != nil {
+			return ctrl.Result{}, err
+		}
+		var specErr *hostconn.SpecError
+		if errors.As(err, &specErr) {
+			// A wrong scheme or a refused option will not fix itself; an edit of the Provider
+			// triggers the next reconcile, so retrying on a timer would only repeat the error.
+			return ctrl.Result{}, reconcile.TerminalError(err)
+		}
+		return ctrl.Result{RequeueAfter: min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry))}, nil
 	}
 
 	n := narrowCapabilities(p.Spec.Capabilities, host)
