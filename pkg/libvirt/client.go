@@ -311,7 +311,7 @@ func (c *Client) decodeResult(f frame, ret func(*xdr.Decoder)) error {
 		}
 		return nil
 	case wire.Error:
-		return c.remoteError(f.payload)
+		return c.remoteError(f.h.Program, procedure(f.h.Procedure), f.payload)
 	default:
 		return c.violation(fmt.Sprintf("unexpected status %d in %s reply", f.h.Status, opName(f.h.Program, procedure(f.h.Procedure))))
 	}
@@ -319,10 +319,15 @@ func (c *Client) decodeResult(f frame, ret func(*xdr.Decoder)) error {
 
 // remoteError decodes the error a Reply or Stream message carries. One that cannot be decoded
 // ends the connection like any other protocol violation.
-func (c *Client) remoteError(payload []byte) error {
+// remoteError decodes the error reply of a call (or stream) of prog and proc, and names the
+// procedure in it so that the error says which call libvirtd refused.
+func (c *Client) remoteError(prog uint32, proc procedure, payload []byte) error {
 	err := decodeError(xdr.NewDecoder(payload))
-	if pe, ok := err.(*ProtocolError); ok {
-		c.fail("read", pe)
+	switch e := err.(type) {
+	case *ProtocolError:
+		c.fail("read", e)
+	case *Error:
+		e.Procedure = opName(prog, proc)
 	}
 	return err
 }

@@ -22,6 +22,12 @@
 // error matching ErrConnectionClosed) and dials again with the same Dialer; pending calls
 // fail promptly when the connection breaks or keepalive declares libvirtd dead.
 //
+// Procedure numbers are held to libvirt's own table at a pinned release
+// (testdata/procedures.tsv, written by hack/libvirt-procedures.sh from the protocol
+// definitions; TestProcedureNumbersMatchLibvirt). Flags and state reasons are typed constants
+// (DomainXMLInactive, DomainPausedStartingUp, …), so callers pass no bare numbers. An error
+// libvirtd returns is an *Error naming the procedure it refused.
+//
 // Stream downloads share the connection's reader: a consumer that stops reading stalls the
 // other calls on that Client once a few packets are queued, so write downloads to fast sinks
 // (files) or use a dedicated Client.

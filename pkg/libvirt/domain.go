@@ -35,7 +35,7 @@ func (c *Client) DomainCreate(ctx context.Context, dom Domain, flags uint32) (Do
 }
 
 // DomainState returns the domain's state and libvirt's reason code for it.
-func (c *Client) DomainState(ctx context.Context, dom Domain) (DomainState, int32, error) {
+func (c *Client) DomainState(ctx context.Context, dom Domain) (DomainState, DomainStateReason, error) {
 	var state, reason int32
 	err := c.call(ctx, wire.ProgramRemote, procDomainGetState, func(e *xdr.Encoder) {
 		encodeDomain(e, dom)
@@ -43,7 +43,7 @@ func (c *Client) DomainState(ctx context.Context, dom Domain) (DomainState, int3
 	}, func(d *xdr.Decoder) {
 		state, reason = d.Int32(), d.Int32()
 	})
-	return DomainState(state), reason, err
+	return DomainState(state), DomainStateReason(reason), err
 }
 
 // DomainDestroy stops the domain immediately (power off).
@@ -74,12 +74,12 @@ func (c *Client) DomainUpdateDevice(ctx context.Context, dom Domain, xml string,
 	}, nil)
 }
 
-// DomainXMLDesc returns the domain's XML (flags: virDomainXMLFlags).
-func (c *Client) DomainXMLDesc(ctx context.Context, dom Domain, flags uint32) (string, error) {
+// DomainXMLDesc returns the domain's XML.
+func (c *Client) DomainXMLDesc(ctx context.Context, dom Domain, flags DomainXMLFlags) (string, error) {
 	var s string
 	err := c.call(ctx, wire.ProgramRemote, procDomainGetXMLDesc, func(e *xdr.Encoder) {
 		encodeDomain(e, dom)
-		e.Uint32(flags)
+		e.Uint32(uint32(flags))
 	}, func(d *xdr.Decoder) { s = d.String(maxString) })
 	return s, err
 }

@@ -78,7 +78,7 @@ func (c *Client) StorageVolDownload(ctx context.Context, v StorageVol, w io.Writ
 			trailingHole = true
 		case f.h.Status == wire.Error:
 			s.ended = true
-			return done, s.c.remoteError(f.payload)
+			return done, s.c.remoteError(wire.ProgramRemote, s.proc, f.payload)
 		default:
 			return done, s.c.violation(fmt.Sprintf("unexpected message (type %d, status %d) in %s stream", f.h.Type, f.h.Status, s.proc))
 		}

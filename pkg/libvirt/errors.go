@@ -22,9 +22,16 @@ type Error struct {
 	Code    int32 // virErrorNumber
 	Domain  int32 // virErrorDomain
 	Message string
+	// Procedure is the call libvirtd answered with the error, e.g. DOMAIN_CREATE_WITH_FLAGS.
+	Procedure string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("libvirt error (code %d): %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.Procedure == "" {
+		return fmt.Sprintf("libvirt error (code %d): %s", e.Code, e.Message)
+	}
+	return fmt.Sprintf("libvirt %s: error (code %d): %s", e.Procedure, e.Code, e.Message)
+}
 
 // libvirt's virErrorNumber values for objects that do not exist (virerror.h).
 const (

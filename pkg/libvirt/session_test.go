@@ -127,10 +127,11 @@ func TestErrorReply(t *testing.T) {
 	c := f.dial(t)
 	_, err := c.StoragePoolLookupByName(testContext(t), "x")
 	var le *Error
-	if !errors.As(err, &le) || le.Code != 49 || le.Domain != 10 {
+	if !errors.As(err, &le) || le.Code != 49 || le.Domain != 10 || le.Procedure != "STORAGE_POOL_LOOKUP_BY_NAME" {
 		t.Fatalf("err = %#v", err)
 	}
-	if err.Error() != "libvirt error (code 49): Storage pool not found: no storage pool with matching name 'x'" {
+	// The error names the procedure libvirtd refused, so a caller's message says which call failed.
+	if err.Error() != "libvirt STORAGE_POOL_LOOKUP_BY_NAME: error (code 49): Storage pool not found: no storage pool with matching name 'x'" {
 		t.Fatalf("Error() = %q", err)
 	}
 	if !IsNotFound(err) || IsNotFound(&Error{Code: 38}) || IsNotFound(errors.New("x")) {

@@ -116,7 +116,7 @@ func (s *stream) pollError() error {
 	case f := <-s.pc.frames:
 		s.ended = true
 		if f.h.Status == wire.Error {
-			return s.c.remoteError(f.payload)
+			return s.c.remoteError(wire.ProgramRemote, s.proc, f.payload)
 		}
 		return s.c.violation(fmt.Sprintf("unexpected %s stream message (type %d, status %d) during upload", s.proc, f.h.Type, f.h.Status))
 	default:
@@ -141,7 +141,7 @@ func (s *stream) finish(ctx context.Context) error {
 			return nil
 		case f.h.Status == wire.Error:
 			s.ended = true
-			return s.c.remoteError(f.payload)
+			return s.c.remoteError(wire.ProgramRemote, s.proc, f.payload)
 		case f.h.Type == wire.Stream || f.h.Type == wire.StreamHole:
 			// Data after our end of stream: the server disagrees about where the stream is.
 			return s.c.violation(fmt.Sprintf("%s: stream desynchronised: data after end of stream", s.proc))

@@ -70,6 +70,21 @@ func (s DomainState) String() string {
 	return "Unknown"
 }
 
+// DomainStateReason is why a domain is in its state: the virDomain<State>Reason enum of that
+// state, so a value means something only together with the state.
+type DomainStateReason int32
+
+// DomainPausedStartingUp (VIR_DOMAIN_PAUSED_STARTING_UP) is the reason of a domain libvirtd is
+// still starting: paused until its devices are set up.
+const DomainPausedStartingUp DomainStateReason = 11
+
+// DomainXMLFlags is virDomainXMLFlags.
+type DomainXMLFlags uint32
+
+// DomainXMLInactive (VIR_DOMAIN_XML_INACTIVE) asks for the persistent definition rather than
+// the live one.
+const DomainXMLInactive DomainXMLFlags = 1 << 1
+
 // DomainUndefineFlags is virDomainUndefineFlagsValues.
 type DomainUndefineFlags uint32
 

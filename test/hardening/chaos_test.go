@@ -415,7 +415,7 @@ func (c *chaos) startingUp(ctx context.Context, dom string) bool {
 		return false
 	}
 	state, reason, err := c.s.host.DomainState(ctx, d)
-	return err == nil && state == libvirt.DomainPaused && reason == 11 // VIR_DOMAIN_PAUSED_STARTING_UP
+	return err == nil && state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp
 }
 
 // qemuPID finds the QEMU process of dom (its -name guest=<dom>,…), or 0.
@@ -623,7 +623,7 @@ func (c *chaos) checkRealised(ctx context.Context, t *testing.T, vm *banlieuev1.
 			continue
 		}
 		found = append(found, d.UUID.String())
-		xml, err := c.s.host.DomainXMLDesc(ctx, d, 2) // the persistent definition
+		xml, err := c.s.host.DomainXMLDesc(ctx, d, libvirt.DomainXMLInactive) // the persistent definition
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -232,8 +232,7 @@ func refreshPool(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 
 // readDefinition returns the domain's persistent definition.
 func readDefinition(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) (*libvirtxml.Domain, error) {
-	const inactive = 2 // VIR_DOMAIN_XML_INACTIVE: the persistent definition, not the live one
-	xml, err := c.DomainXMLDesc(ctx, dom, inactive)
+	xml, err := c.DomainXMLDesc(ctx, dom, libvirt.DomainXMLInactive)
 	if err != nil {
 		return nil, err
 	}
@@ -409,10 +408,6 @@ func inPhase(phase string, err error) error {
 	return fmt.Errorf("%s: %w", phase, err)
 }
 
-// pausedStartingUp is VIR_DOMAIN_PAUSED_STARTING_UP, the reason of a domain that libvirtd is
-// still starting.
-const pausedStartingUp = 11
-
 // applyPower starts or hard-stops the domain to match the desired power state.
 func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain,
 	stuckStart func() bool) (libvirt.DomainState, error) {
@@ -425,7 +420,7 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	// next 30 s pass; failing the pass looks again on the 5 s error interval. A start that
 	// libvirtd itself lost (killed mid-start) never finishes: past the bound the half-started
 	// domain, proven this machine's, is destroyed and started again.
-	if state == libvirt.DomainPaused && reason == pausedStartingUp {
+	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
 		if !stuckStart() {
 			return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
 		}

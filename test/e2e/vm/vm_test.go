@@ -144,8 +144,7 @@ func (s *suite) checkMachine(ctx context.Context, t *testing.T, vm *banlieuev1.V
 	}
 	// The persistent definition: once started, libvirt replaces firmware='efi' in the live
 	// XML with the loader it chose.
-	const inactive = 2
-	xml, err := s.host.DomainXMLDesc(ctx, dom, inactive)
+	xml, err := s.host.DomainXMLDesc(ctx, dom, libvirt.DomainXMLInactive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +515,7 @@ func (s *suite) replicaReport(ctx context.Context, t *testing.T, def *libvirtxml
 	if err != nil {
 		t.Fatal(err)
 	}
-	xml, err := s.host.DomainXMLDesc(ctx, inactive, 2) // VIR_DOMAIN_XML_INACTIVE
+	xml, err := s.host.DomainXMLDesc(ctx, inactive, libvirt.DomainXMLInactive)
 	if err != nil {
 		t.Fatal(err)
 	}
