@@ -48,60 +48,107 @@ type volumeRecord struct {
 // created or changed before the machine has proven it may: its domain name is free or holds
 // this machine's own domain, and each of its volume names is free or recorded as its own.
 //
+// The phases run in order, each wrapping its errors with its name (inPhase): checkSpec,
+// claimNames, ensureDisks, defineDomain, applyPower, observeGuest.
+//
 // stuckStart reports whether the domain has been found "starting up" for longer than any start
 // takes: libvirtd killed during DomainCreate leaves it so for good (docs/reliability.md, B9).
 func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord,
 	stuckStart func() bool) (observation, error) {
-	s := &m.Spec
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
-	installMedia := s.BootSource.Kind == infrav1.BootInstallMedia
-
-	// Checked before anything is created on the host: the seed is built last, and a machine
-	// that cannot have one must not leave a domain and volumes behind.
-	if n := len(s.UserData); n > nocloud.MaxPayloadSize {
-		return obs, fmt.Errorf("invalid spec.userData: %d bytes, more than the %d-byte NoCloud seed maximum", n, nocloud.MaxPayloadSize)
-	}
-	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
-	if libvirt.IsNotFound(err) {
-		return obs, fmt.Errorf("invalid spec.pool: storage pool %q does not exist on this host", s.Pool)
-	} else if err != nil {
-		return obs, fmt.Errorf("looking storage pool %q up: %w", s.Pool, err)
-	}
-	boot, err := c.StorageVolLookupByName(ctx, pool, s.BootSource.Volume)
-	if libvirt.IsNotFound(err) {
-		return obs, fmt.Errorf("invalid spec.bootSource.volume: volume %q is not in pool %q; the VMImage for this machine has not finished importing",
-			s.BootSource.Volume, s.Pool)
-	} else if err != nil {
-		return obs, fmt.Errorf("looking boot volume %q up: %w", s.BootSource.Volume, err)
-	}
-	current, existing, err := ownDomain(ctx, c, m)
+	pool, boot, err := checkSpec(ctx, c, m)
 	if err != nil {
-		return obs, inPhase("proving the domain name", err)
+		return obs, err
 	}
-	vols, err := claimVolumes(ctx, c, pool, m, record)
+	names, err := claimNames(ctx, c, pool, m, record)
 	if err != nil {
-		return obs, inPhase("proving the volume names", err)
+		return obs, err
 	}
-	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, vols, record)
+	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, names.volumes, record)
 	if err != nil {
 		return obs, inPhase("creating the disks", err)
 	}
-	var vendor string
-	if obs.domainType, vendor, err = hostVirtualisation(ctx, c); err != nil {
-		return obs, inPhase("reading the host's capabilities", err)
+	if err := defineDomain(ctx, c, pool, m, boot, names, diskPaths, record, &obs); err != nil {
+		return obs, err
 	}
+	if obs.state, err = applyPower(ctx, c, m, obs.domain, stuckStart); err != nil {
+		return obs, inPhase("applying the power state", err)
+	}
+	if err := observeGuest(ctx, c, m, &obs); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
 
-	in := domainInputs{spec: s, owner: ownerOf(m), domainType: obs.domainType, cpuVendor: vendor, diskPaths: diskPaths,
+// checkSpec refuses, before anything is created on the host, a machine whose pool or boot
+// volume is missing, or whose user-data no seed can carry (the seed is built last, and a machine
+// that cannot have one must not leave a domain and volumes behind). Its refusals name the field.
+func checkSpec(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (libvirt.StoragePool, libvirt.StorageVol, error) {
+	s := &m.Spec
+	if n := len(s.UserData); n > nocloud.MaxPayloadSize {
+		return libvirt.StoragePool{}, libvirt.StorageVol{}, fmt.Errorf("invalid spec.userData: %d bytes, more than the %d-byte NoCloud seed maximum", n, nocloud.MaxPayloadSize)
+	}
+	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
+	if libvirt.IsNotFound(err) {
+		return pool, libvirt.StorageVol{}, fmt.Errorf("invalid spec.pool: storage pool %q does not exist on this host", s.Pool)
+	} else if err != nil {
+		return pool, libvirt.StorageVol{}, fmt.Errorf("looking storage pool %q up: %w", s.Pool, err)
+	}
+	boot, err := c.StorageVolLookupByName(ctx, pool, s.BootSource.Volume)
+	if libvirt.IsNotFound(err) {
+		return pool, boot, fmt.Errorf("invalid spec.bootSource.volume: volume %q is not in pool %q; the VMImage for this machine has not finished importing",
+			s.BootSource.Volume, s.Pool)
+	} else if err != nil {
+		return pool, boot, fmt.Errorf("looking boot volume %q up: %w", s.BootSource.Volume, err)
+	}
+	return pool, boot, nil
+}
+
+// claimedNames is what claimNames proved the machine's: its domain, if one exists, and the
+// volumes of its names that exist.
+type claimedNames struct {
+	current  *libvirtxml.Domain
+	existing libvirt.Domain
+	volumes  map[string]libvirt.StorageVol
+}
+
+// claimNames proves the domain name and the volume names free or the machine's own.
+func claimNames(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+	record volumeRecord) (claimedNames, error) {
+	var n claimedNames
+	var err error
+	if n.current, n.existing, err = ownDomain(ctx, c, m); err != nil {
+		return n, inPhase("proving the domain name", err)
+	}
+	if n.volumes, err = claimVolumes(ctx, c, pool, m, record); err != nil {
+		return n, inPhase("proving the volume names", err)
+	}
+	return n, nil
+}
+
+// defineDomain defines (or redefines) the domain with its disks and seed. The seed's
+// instance-id is the domain's UUID, and its network-config the MACs libvirt assigned: both exist
+// only once defined, so a machine without a committed seed is defined twice, the second time
+// keeping the MACs.
+func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+	boot libvirt.StorageVol, names claimedNames, diskPaths []string, record volumeRecord, obs *observation) error {
+	s := &m.Spec
+	domainType, vendor, err := hostVirtualisation(ctx, c)
+	if err != nil {
+		return inPhase("reading the host's capabilities", err)
+	}
+	obs.domainType = domainType
+	in := domainInputs{spec: s, owner: ownerOf(m), domainType: domainType, cpuVendor: vendor, diskPaths: diskPaths,
 		installDetached: obs.mediaDetached}
-	if installMedia && !obs.mediaDetached {
+	if s.BootSource.Kind == infrav1.BootInstallMedia && !obs.mediaDetached {
 		in.installMedia = boot.Key
 	}
-	if current != nil {
-		in.uuid = existing.UUID.String()
-		in.macs = interfaceMACs(current)
+	if names.current != nil {
+		in.uuid = names.existing.UUID.String()
+		in.macs = interfaceMACs(names.current)
 	}
-	if seed, ok := vols[seedVolume(s.DomainName)]; ok {
-		if attaches(current, seed.Key) {
+	if seed, ok := names.volumes[seedVolume(s.DomainName)]; ok {
+		if attaches(names.current, seed.Key) {
 			// A seed is never rewritten: cloud-init has consumed it, and editing userData
 			// later must not change what a running guest sees on its next boot.
 			in.seed = seed.Key
@@ -110,35 +157,37 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 			// machine's that no definition attaches was left by a pass that stopped before it
 			// (it may be partly uploaded): make it anew.
 			if err := c.StorageVolDelete(ctx, seed); err != nil && !libvirt.IsNotFound(err) {
-				return obs, fmt.Errorf("deleting the uncommitted seed volume: %w", err)
+				return inPhase("deleting the uncommitted seed volume", err)
 			}
 		}
 	}
 	if obs.domain, err = define(ctx, c, in); err != nil {
-		return obs, inPhase("defining the domain", err)
+		return inPhase("defining the domain", err)
 	}
-	if in.seed == "" {
-		// The seed's instance-id is the domain's UUID, and its network-config the MACs libvirt
-		// assigned: both exist only once defined, and the second define must keep the MACs.
-		def, err := readDefinition(ctx, c, obs.domain)
-		if err != nil {
-			return obs, inPhase("reading the domain's definition", err)
-		}
-		in.macs = interfaceMACs(def)
-		if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
-			return obs, inPhase("creating the seed", err)
-		}
-		in.uuid = obs.domain.UUID.String()
-		if obs.domain, err = define(ctx, c, in); err != nil {
-			return obs, inPhase("attaching the seed", err)
-		}
+	if in.seed != "" {
+		return nil
 	}
+	def, err := readDefinition(ctx, c, obs.domain)
+	if err != nil {
+		return inPhase("reading the domain's definition", err)
+	}
+	in.macs = interfaceMACs(def)
+	if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
+		return inPhase("creating the seed", err)
+	}
+	in.uuid = obs.domain.UUID.String()
+	if obs.domain, err = define(ctx, c, in); err != nil {
+		return inPhase("attaching the seed", err)
+	}
+	return nil
+}
 
-	if obs.state, err = applyPower(ctx, c, m, obs.domain, stuckStart); err != nil {
-		return obs, inPhase("applying the power state", err)
-	}
+// observeGuest reads the guest's addresses and install phase, and ejects a finished install's
+// medium.
+func observeGuest(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, obs *observation) error {
+	var err error
 	if obs.addresses, obs.addressSource, err = guestAddresses(ctx, c, obs.domain); err != nil {
-		return obs, inPhase("reading the guest's addresses", err)
+		return inPhase("reading the guest's addresses", err)
 	}
 	obs.phase = agentUnreachable
 	if isRunning(obs.state) {
@@ -146,18 +195,20 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 			return c.DomainAgentCommand(ctx, obs.domain, cmd, agentTimeout)
 		})
 	}
-	if installMedia && !obs.mediaDetached && obs.phase == installed {
-		eject, err := ejectedInstallerXML(s)
-		if err != nil {
-			return obs, inPhase("ejecting the install media", err)
-		}
-		// Never FORCE: a guest that locked its tray has a reason, and the error says so.
-		if err := c.DomainUpdateDevice(ctx, obs.domain, eject, libvirt.DeviceModifyLive|libvirt.DeviceModifyConfig); err != nil {
-			return obs, fmt.Errorf("ejecting the install media: %w", err)
-		}
-		obs.mediaDetached = true
+	s := &m.Spec
+	if s.BootSource.Kind != infrav1.BootInstallMedia || obs.mediaDetached || obs.phase != installed {
+		return nil
 	}
-	return obs, nil
+	eject, err := ejectedInstallerXML(s)
+	if err != nil {
+		return inPhase("ejecting the install media", err)
+	}
+	// Never FORCE: a guest that locked its tray has a reason, and the error says so.
+	if err := c.DomainUpdateDevice(ctx, obs.domain, eject, libvirt.DeviceModifyLive|libvirt.DeviceModifyConfig); err != nil {
+		return fmt.Errorf("ejecting the install media: %w", err)
+	}
+	obs.mediaDetached = true
+	return nil
 }
 
 // ownDomain looks the machine's domain up by name and returns its persistent definition, or nil
