@@ -51,8 +51,8 @@ func startInProcess(t *testing.T, env *testenv.Env) (memory func() string) {
 // one process each, as a Deployment would (leader election off: one replica each). The provider
 // probes the host and resolves the image itself. Its memory report is per process.
 func startRoles(ctx context.Context, t *testing.T, env *testenv.Env, ns string) (memory func() string) {
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 	controllerPID := startRole(t, bin, kubeconfig, "controller")
 	providerPID := startRole(t, bin, kubeconfig, "provider", "libvirt", "--provider-name", "lab", "--namespace", ns)
 	return func() string {

@@ -1,9 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
 // LibvirtLab is the libvirtd that hack/libvirt-lab.sh runs with TLS on 127.0.0.1.
@@ -46,4 +53,41 @@ func (l LibvirtLab) Read(t testing.TB, name string) []byte {
 		t.Fatalf("reading lab PKI: %v", err)
 	}
 	return data
+}
+
+// Credentials are a Secret secret holding the lab's trusted client certificate and key
+// (tls.crt, tls.key) and a ConfigMap ca holding its CA (ca.crt), in namespace ns: what a
+// Provider's connection refers to.
+func (l LibvirtLab) Credentials(t testing.TB, ns, secret, ca string) []client.Object {
+	t.Helper()
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: ns},
+			Data: map[string][]byte{"tls.crt": l.Read(t, "clientcert.pem"), "tls.key": l.Read(t, "clientkey.pem")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ca, Namespace: ns},
+			Data: map[string]string{"ca.crt": string(l.Read(t, "cacert.pem"))}},
+	}
+}
+
+// Provider is a libvirt Provider name in ns connecting to the lab with the Credentials secret and
+// ca.
+func (l LibvirtLab) Provider(ns, name, secret, ca string, caps banlieuev1.ProviderCapabilities) *banlieuev1.Provider {
+	return &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{
+				Endpoint:       l.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: secret},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: ca}},
+			},
+			Capabilities: caps,
+		},
+	}
+}
+
+// CreateLabNamespace creates namespace ns holding the lab's Credentials secret and ca.
+func (e *Env) CreateLabNamespace(ctx context.Context, t testing.TB, lab LibvirtLab, ns, secret, ca string) {
+	t.Helper()
+	e.Create(ctx, t, append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
+		lab.Credentials(t, ns, secret, ca)...)...)
 }

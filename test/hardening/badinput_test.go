@@ -16,6 +16,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/controller"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/nocloud"
 )
 
@@ -124,27 +125,27 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 	domName := ns + "-" + r.vmName
 
 	if r.eitherLayer {
-		eventually(t, 30*time.Second, "refused by the controller or a LibvirtMachine", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "refused by the controller or a LibvirtMachine", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			if _, err := s.getMachine(ctx, vm); err == nil {
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
 			if c := meta.FindStatusCondition(got.Status.Conditions, "Scheduled"); c != nil && c.Reason == controller.ReasonInfraBuildFailed {
 				r.byProvider = false
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
-			return false, condition(got.Status.Conditions, "Scheduled")
+			return testenv.Unmet(false, condition(got.Status.Conditions, "Scheduled"))
 		})
 	}
 	if !r.byProvider {
 		var msg string
-		eventually(t, 30*time.Second, "VM refused with InfraBuildFailed", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "VM refused with InfraBuildFailed", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			sc := meta.FindStatusCondition(got.Status.Conditions, "Scheduled")
 			rc := meta.FindStatusCondition(got.Status.Conditions, "Ready")
@@ -153,7 +154,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if ok {
 				msg = rc.Message
 			}
-			return ok, condition(got.Status.Conditions, "Scheduled") + "; " + condition(got.Status.Conditions, "Ready")
+			return testenv.Unmet(ok, condition(got.Status.Conditions, "Scheduled")+"; "+condition(got.Status.Conditions, "Ready"))
 		})
 		t.Logf("Ready=False %s: %s", controller.ReasonInfraBuildFailed, clip(msg))
 		checkMessage(t, msg, r.want)
@@ -163,27 +164,27 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 		}
 	} else {
 		var msg string
-		eventually(t, 60*time.Second, "LibvirtMachine Ready=False ReconcileFailed", func() (bool, string) {
+		testenv.Eventually(t, 60*time.Second, "LibvirtMachine Ready=False ReconcileFailed", func() error {
 			m, err := s.getMachine(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(m.Status.Conditions, "Ready")
 			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == providerlibvirt.ReasonReconcileFailed {
 				msg = c.Message
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
-			return false, condition(m.Status.Conditions, "Ready")
+			return testenv.Unmet(false, condition(m.Status.Conditions, "Ready"))
 		})
 		t.Logf("LibvirtMachine Ready=False %s: %s", providerlibvirt.ReasonReconcileFailed, clip(msg))
 		checkMessage(t, msg, r.want)
-		eventually(t, 30*time.Second, "the VM mirrors the machine's failure", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "the VM mirrors the machine's failure", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
-			return c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, "Ready")
+			return testenv.Unmet(c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, "Ready"))
 		})
 		// A second pass must not have created anything either.
 		time.Sleep(3 * time.Second)

@@ -17,7 +17,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // TestFaultLibvirtdKilled kills the lab libvirtd (SIGKILL) while a LibvirtMachine is being
@@ -47,7 +47,7 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 			if err := s.c.Create(ctx, vm); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 60*time.Second, p.name, func() (bool, string) { return p.hit(vm, domName), "" })
+			testenv.Eventually(t, 60*time.Second, p.name, func() error { return testenv.Unmet(p.hit(vm, domName), "") })
 			s.killLibvirtd(t)
 			killed := time.Now()
 			time.Sleep(time.Second) // the provider's in-flight call fails against a dead daemon
@@ -70,9 +70,9 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 		if err := s.c.Delete(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "LibvirtMachine deletion requested", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "LibvirtMachine deletion requested", func() error {
 			m, err := s.getMachine(ctx, vm)
-			return err == nil && !m.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+			return testenv.Unmet(err == nil && !m.DeletionTimestamp.IsZero(), fmt.Sprint(err))
 		})
 		s.killLibvirtd(t)
 		killed := time.Now()
@@ -86,14 +86,14 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 
 func (s *labSuite) waitRunning(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "LibvirtMachine "+vm.Name+" DomainRunning", func() (bool, string) {
+	testenv.Eventually(t, timeout, "LibvirtMachine "+vm.Name+" DomainRunning", func() error {
 		m, err := s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(m.Status.Conditions, "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == providerlibvirt.ReasonDomainRunning && m.Status.DomainUUID != "",
-			condition(m.Status.Conditions, "Ready")
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && c.Reason == providerlibvirt.ReasonDomainRunning && m.Status.DomainUUID != "",
+			condition(m.Status.Conditions, "Ready"))
 	})
 }
 
@@ -142,8 +142,8 @@ func TestFaultDiskFull(t *testing.T) {
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("nsenter missing (util-linux)")
 	}
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 
 	pid, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
 	if err != nil {

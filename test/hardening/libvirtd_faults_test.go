@@ -29,7 +29,6 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 // importSize is big enough that uploading random (hole-free) data takes well over a second on
@@ -45,8 +44,8 @@ const importSize = 1 << 30
 func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	ctx, s := startLabSuite(t)
 	t.Cleanup(func() { s.startLibvirtd(t) }) // whatever happens, leave the lab running
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 
 	src, digest := randomFile(t, importSize)
 	const volume, marker = "big.raw", "big.raw.sha256"
@@ -59,7 +58,7 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 
 	// 1. Kill libvirtd once the upload has really started: the volume exists and holds data.
 	imp := importCmd(ctx)
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	imp.Stdout, imp.Stderr = out, out
 	if err := imp.Start(); err != nil {
 		t.Fatal(err)
@@ -71,14 +70,14 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 
 	const killAt = 64 << 20
 	var before int64
-	eventually(t, 90*time.Second, "64 MiB of "+volume+" written on the host", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "64 MiB of "+volume+" written on the host", func() error {
 		select {
 		case <-exited:
 			t.Fatalf("import exited before the kill (%v):\n%s", impErr, out.Bytes())
 		default:
 		}
 		before = allocated(onHost)
-		return before >= killAt, strings.TrimSpace(string(out.Bytes()))
+		return testenv.Unmet(before >= killAt, strings.TrimSpace(string(out.Bytes())))
 	})
 	s.killLibvirtd(t)
 	killed := time.Now()
@@ -257,7 +256,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	s.host = labhost.Dial(t, lab)
 	s.createPool(ctx, t)
 	prefix := ns + "-idle-" + run
-	t.Cleanup(func() { s.removeDomains(context.Background(), prefix) })
+	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), s.host, prefix) })
 	s.createClassAndImage(ctx, t)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
@@ -285,14 +284,14 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 		}
 	}
 
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 	provider := startRole(t, bin, kubeconfig, "provider", "provider", "libvirt", "--provider-name", idleProvider)
 	controller := startRole(t, bin, kubeconfig, "controller", "controller")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("provider output:\n%s", provider.out.Bytes())
-			t.Logf("controller output:\n%s", controller.out.Bytes())
+			t.Logf("provider output:\n%s", provider.Output())
+			t.Logf("controller output:\n%s", controller.Output())
 		}
 	})
 
@@ -321,7 +320,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 			providerAt, machineAt   time.Duration
 			providerMsg, machineMsg string
 		)
-		eventually(t, keepaliveWindow+15*time.Second, "Provider ConnectFailed and machine "+vmB.Name+" ReconcileFailed", func() (bool, string) {
+		testenv.Eventually(t, keepaliveWindow+15*time.Second, "Provider ConnectFailed and machine "+vmB.Name+" ReconcileFailed", func() error {
 			pc := s.providerReady(ctx, t)
 			if providerAt == 0 && pc.Status == metav1.ConditionFalse && pc.Reason == providerlibvirt.ReasonConnectFailed {
 				providerAt, providerMsg = time.Since(stopped), pc.Message
@@ -330,7 +329,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 			if machineAt == 0 && mc.Status == metav1.ConditionFalse && mc.Reason == providerlibvirt.ReasonReconcileFailed {
 				machineAt, machineMsg = time.Since(stopped), mc.Message
 			}
-			return providerAt != 0 && machineAt != 0, fmt.Sprintf("Provider %s %s; machine %s %s", pc.Status, pc.Reason, mc.Status, mc.Reason)
+			return testenv.Unmet(providerAt != 0 && machineAt != 0, fmt.Sprintf("Provider %s %s; machine %s %s", pc.Status, pc.Reason, mc.Status, mc.Reason))
 		})
 		t.Logf("frozen libvirtd: Provider ConnectFailed after %s: %q", providerAt.Round(time.Millisecond), providerMsg)
 		t.Logf("frozen libvirtd: machine %s ReconcileFailed after %s: %q", vmB.Name, machineAt.Round(time.Millisecond), machineMsg)
@@ -426,9 +425,9 @@ func (s *labSuite) machineReady(ctx context.Context, t *testing.T, vm *banlieuev
 func (s *labSuite) waitProvider(ctx context.Context, t *testing.T, status metav1.ConditionStatus, reason string, timeout time.Duration) string {
 	t.Helper()
 	var c metav1.Condition
-	eventually(t, timeout, "Provider Ready="+string(status)+" "+reason, func() (bool, string) {
+	testenv.Eventually(t, timeout, "Provider Ready="+string(status)+" "+reason, func() error {
 		c = s.providerReady(ctx, t)
-		return c.Status == status && c.Reason == reason, fmt.Sprintf("Ready=%s %s %q", c.Status, c.Reason, c.Message)
+		return testenv.Unmet(c.Status == status && c.Reason == reason, fmt.Sprintf("Ready=%s %s %q", c.Status, c.Reason, c.Message))
 	})
 	return c.Message
 }
@@ -437,13 +436,13 @@ func (s *labSuite) waitProvider(ctx context.Context, t *testing.T, status metav1
 func (s *labSuite) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) string {
 	t.Helper()
 	var uuid string
-	eventually(t, timeout, "LibvirtMachine "+vm.Name+" realised, powered off", func() (bool, string) {
+	testenv.Eventually(t, timeout, "LibvirtMachine "+vm.Name+" realised, powered off", func() error {
 		m, err := s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		uuid = m.Status.DomainUUID
-		return uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, "Ready")
+		return testenv.Unmet(uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, "Ready"))
 	})
 	return uuid
 }

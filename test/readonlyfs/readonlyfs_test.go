@@ -30,7 +30,6 @@ import (
 
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/nocloud"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 // writeError is what a process prints when it tried to write where it may not.
@@ -172,7 +171,7 @@ const seedUUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 // root.
 func TestSeedBuild(t *testing.T) {
 	unshare := requireRoot(t)
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	want := seedImage(t)
 
 	t.Run("to a file on a writable volume", func(t *testing.T) {
@@ -264,8 +263,8 @@ var roles = []struct {
 func TestRolesOnReadOnlyRoot(t *testing.T) {
 	unshare := requireRoot(t)
 	env := testenv.Start(t)
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 
 	manifest := filepath.Join(t.TempDir(), "objects.yaml")
 	if err := os.WriteFile(manifest, []byte(objects), 0o600); err != nil {

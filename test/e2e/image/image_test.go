@@ -24,6 +24,7 @@ import (
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	libvirtimage "banlieue.io/banlieue/internal/provider/libvirt/image"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/test/jobrunner"
 )
 
@@ -43,10 +44,10 @@ func TestImagePipeline(t *testing.T) {
 	// Pools before the runner: cleanups run in reverse, so the pools outlive the last import.
 	poolA, poolB := s.createPool(ctx, t, "e2e-a"), s.createPool(ctx, t, "e2e-b")
 
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	artifacts := t.TempDir()
 	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Client: s.env.Client, Binary: bin, Kubeconfig: s.env.Kubeconfig(t),
 		Volumes: map[string]string{artifactsPVC: artifacts},
 		// What a cluster's CA bundle would do for a real mirror.
 		Env:  []string{"SSL_CERT_FILE=" + certFile},

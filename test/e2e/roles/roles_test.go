@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"banlieue.io/banlieue/internal/testenv"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 type process struct {
@@ -102,8 +101,8 @@ func waitStatus(t *testing.T, url string, want int, timeout time.Duration) strin
 
 func TestRolesFromOutside(t *testing.T) {
 	env := testenv.Start(t)
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-system"}}); err != nil {

@@ -263,13 +263,13 @@ func (s *suite) provider() *banlieuev1.Provider {
 
 func (s *suite) waitProviderReady(ctx context.Context, t *testing.T) {
 	t.Helper()
-	eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() (bool, string) {
+	testenv.Eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() error {
 		var p banlieuev1.Provider
 		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "libvirt-edge-host-7"}, &p); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(p.Status.Conditions, "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status))
 	})
 }
 
@@ -318,21 +318,6 @@ func loadExample17(t *testing.T) example17 {
 		t.Fatal("examples/17 must hold a VMImage, a VMClass, a ConfigMap and a VirtualMachine")
 	}
 	return ex
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // testWriter sends controller logs to the test's log, shown when it fails or with -v.

@@ -105,13 +105,13 @@ func vmLike(base *banlieuev1.VirtualMachine, name, class, image string) *banlieu
 
 func (s *suite) waitVMReady(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" Ready", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" Ready", func() error {
 		var got banlieuev1.VirtualMachine
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
 	})
 }
 
@@ -188,11 +188,11 @@ func (s *suite) checkMachine(ctx context.Context, t *testing.T, vm *banlieuev1.V
 		return // the real domain runs no guest code here, so there is no agent to probe
 	}
 	// The agent answers and the guest announced itself: GuestReady mirrored, media ejected.
-	eventually(t, 60*time.Second, vm.Name+" GuestReady=True", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, vm.Name+" GuestReady=True", func() error {
 		var got banlieuev1.VirtualMachine
 		_ = s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got)
 		c := meta.FindStatusCondition(got.Status.Conditions, "GuestReady")
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
 	})
 	if want.shape == infrav1.BootInstallMedia {
 		m = s.machine(ctx, t, vm)
@@ -300,14 +300,14 @@ func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.
 		t.Fatal(err)
 	}
 	if daemonDown {
-		eventually(t, 60*time.Second, "deletion blocked with a message", func() (bool, string) {
+		testenv.Eventually(t, 60*time.Second, "deletion blocked with a message", func() error {
 			var got infrav1.LibvirtMachine
 			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, "Ready")
-			return !got.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionFalse &&
-				c.Reason == "ReconcileFailed" && strings.Contains(c.Message, "connecting to Provider"), fmt.Sprintf("%+v", c)
+			return testenv.Unmet(!got.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionFalse &&
+				c.Reason == "ReconcileFailed" && strings.Contains(c.Message, "connecting to Provider"), fmt.Sprintf("%+v", c))
 		})
 		var still banlieuev1.VirtualMachine
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &still); err != nil {
@@ -336,12 +336,12 @@ func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.
 
 func (s *suite) waitVMGone(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" gone", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" gone", func() error {
 		var got banlieuev1.VirtualMachine
 		err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got)
 		var m infrav1.LibvirtMachine
 		_ = s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &m)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v machine %+v", err, m.Status.Conditions)
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("%v machine %+v", err, m.Status.Conditions))
 	})
 }
 
@@ -391,7 +391,7 @@ func (s *suite) checkCrashSafety(ctx context.Context, t *testing.T, class, image
 		if err := s.env.Client.Create(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "crash point "+p.name, func() (bool, string) { return p.hit(domName), "" })
+		testenv.Eventually(t, 60*time.Second, "crash point "+p.name, func() error { return testenv.Unmet(p.hit(domName), "") })
 		s.mgrStop()
 		var firstUUID string
 		if dom, err := s.host.DomainLookupByName(ctx, domName); err == nil {

@@ -24,6 +24,7 @@ import (
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 	"banlieue.io/banlieue/test/jobrunner"
 )
@@ -145,10 +146,10 @@ func TestControllerAgainstLabHost(t *testing.T) {
 // for the kubelet, and returns the directory that stands for the artifacts PVC.
 func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	artifacts := t.TempDir()
 	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Client: s.env.Client, Binary: bin, Kubeconfig: s.env.Kubeconfig(t),
 		Volumes: map[string]string{artifactsPVC: artifacts}, Logf: t.Logf,
 	}).Start(t)
 	if err := s.env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}}); err != nil {

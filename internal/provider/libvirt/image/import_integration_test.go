@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 func TestImportAgainstLabHost(t *testing.T) {
@@ -256,8 +256,8 @@ func TestImportKilledMidStream(t *testing.T) {
 	defer cancel()
 	s.createProvider(ctx, t, "lab")
 	pool := s.createPool(ctx, t, "kill")
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 	src := writeFile(t, filepath.Join(t.TempDir(), "big.raw"), 1<<30, []int64{0}, 1<<30)
 	args := []string{"provider", "libvirt", "import", "--kubeconfig", kubeconfig, "--vmimage", "big",
 		"--provider", "lab", "--provider-namespace", providerNamespace, "--pool", pool.Name, "--source", src}
