@@ -12,14 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -54,16 +48,8 @@ func TestImagePipeline(t *testing.T) {
 		Logf: t.Logf,
 	}).Start(t)
 
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.SetLogger(t)
+	mgr := s.env.NewManager(t)
 	conns := hostconn.NewPool()
 	t.Cleanup(conns.Close)
 	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
@@ -81,9 +67,7 @@ func TestImagePipeline(t *testing.T) {
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mgrCtx) }()
+	testenv.StartManager(t, mgr)
 
 	s.createProvider(ctx, t, "lab", poolA, poolB)
 	pools := []string{poolA, poolB}

@@ -397,7 +397,7 @@ func (s *suite) checkCrashSafety(ctx context.Context, t *testing.T, class, image
 		if dom, err := s.host.DomainLookupByName(ctx, domName); err == nil {
 			firstUUID = dom.UUID.String()
 		}
-		s.startManager(t)
+		s.startManager()
 		s.waitVMReady(ctx, t, vm)
 		m := s.machine(ctx, t, vm)
 		dom, err := s.host.DomainLookupByName(ctx, domName)

@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,15 +12,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -156,16 +151,8 @@ func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.SetLogger(t)
+	mgr := s.env.NewManager(t)
 	conns := hostconn.NewPool()
 	t.Cleanup(conns.Close)
 	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
@@ -180,9 +167,7 @@ func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mgrCtx) }()
+	testenv.StartManager(t, mgr)
 	return artifacts
 }
 
@@ -246,19 +231,18 @@ func (s *labSuite) jobUIDs(ctx context.Context, t *testing.T, image string) map[
 // waitRow polls the image until the Provider's row satisfies ok.
 func (s *labSuite) waitRow(ctx context.Context, t *testing.T, image, provider string, ok func(banlieuev1.ProviderImageStatus) bool) banlieuev1.ProviderImageStatus {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var img banlieuev1.VMImage
-	for {
+	var row banlieuev1.ProviderImageStatus
+	testenv.Eventually(t, 90*time.Second, "VMImage "+image+": row for "+provider+" matching", func() error {
 		if err := s.env.Client.Get(ctx, client.ObjectKey{Name: image}, &img); err == nil {
 			for _, r := range img.Status.PerProvider {
 				if r.ProviderName == provider && r.ProviderNamespace == providerNamespace && ok(r) {
-					return r
+					row = r
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("VMImage %s: row for %s never matched; status %+v", image, provider, img.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("status %+v", img.Status)
+	})
+	return row
 }
