@@ -31,22 +31,27 @@ func (e *Env) NewManager(t testing.TB) ctrl.Manager {
 }
 
 // StartManager runs mgr until stop is called or t ends, whichever comes first. stop cancels the
-// manager and waits for Start to return, so no reconcile of it outlives the call (a manager left
-// running would write into the next test's objects, or log after its test ended). A Start error
-// is logged to t while t runs.
-func StartManager(t testing.TB, mgr ctrl.Manager) (stop func()) {
+// manager, waits for Start to return and returns its error, so no reconcile of it outlives the
+// call (a manager left running would write into the next test's objects, or log after its test
+// ended). A Start error is also logged to t while t runs; a suite that counts it as a failure
+// checks stop's result itself.
+func StartManager(t testing.TB, mgr ctrl.Manager) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	sink := NewLogSink(t)
+	var err error
 	go func() {
 		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
+		if err = mgr.Start(ctx); err != nil {
 			_, _ = sink.Write([]byte("manager: " + err.Error())) // LogSink.Write never fails
 		}
 	}()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
+	stop = func() error {
+		once.Do(func() { cancel(); <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() }) // logged above
 	return stop
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"

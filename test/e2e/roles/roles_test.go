@@ -8,12 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,52 +24,16 @@ import (
 )
 
 type process struct {
-	cmd    *exec.Cmd
+	*testenv.Process
 	health string
-	output *syncBuffer
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start runs `banlieue <args> --kubeconfig … --health-port … --metrics-port …`.
 func start(t *testing.T, bin, kubeconfig string, args ...string) (*process, int) {
 	t.Helper()
-	health, metrics := freePort(t), freePort(t)
-	args = append(args, "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
-	cmd := exec.Command(bin, args...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return &process{cmd: cmd, health: fmt.Sprintf("http://127.0.0.1:%d", health), output: out}, metrics
+	health, metrics := testenv.FreePort(t), testenv.FreePort(t)
+	args = append(args, "--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
+	return &process{Process: testenv.StartRole(t, bin, kubeconfig, args...), health: fmt.Sprintf("http://127.0.0.1:%d", health)}, metrics
 }
 
 func get(url string) (int, string) {
@@ -86,17 +48,13 @@ func get(url string) (int, string) {
 
 func waitStatus(t *testing.T, url string, want int, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := get(url)
-		if code == want {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: got %d (%s), want %d", url, code, strings.TrimSpace(body), want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var body string
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s answering %d", url, want), func() error {
+		var code int
+		code, body = get(url)
+		return testenv.Unmet(code == want, fmt.Sprintf("got %d (%s)", code, strings.TrimSpace(body)))
+	})
+	return body
 }
 
 func TestRolesFromOutside(t *testing.T) {
@@ -146,10 +104,10 @@ func TestRolesFromOutside(t *testing.T) {
 
 		// JSON logs: one object per line.
 		deadline = time.Now().Add(10 * time.Second)
-		for !strings.Contains(leader.output.String(), `"msg":"starting"`) && time.Now().Before(deadline) {
+		for !strings.Contains(string(leader.Output()), `"msg":"starting"`) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(leader.output.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(string(leader.Output())), "\n") {
 			var v map[string]any
 			if err := json.Unmarshal([]byte(line), &v); err != nil {
 				t.Errorf("--log-format json printed a non-JSON line: %q", line)

@@ -145,7 +145,7 @@ func (s *suite) startManager() {
 	}
 	stop := testenv.StartManager(t, mgr)
 	s.mgrStop = func() {
-		stop()
+		_ = stop() // logged to the test by StartManager
 		conns.Close()
 	}
 }
