@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"fmt"
 )
 
 // LibvirtLab is the libvirtd that hack/libvirt-lab.sh runs with TLS on 127.0.0.1.
@@ -35,14 +36,7 @@ func RequireLibvirtLab(t testing.TB) LibvirtLab {
 		}
 		t.Skip(msg)
 	}
-	lab := LibvirtLab{Dir: dir, Endpoint: os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), PKI: os.Getenv("BANLIEUE_LIBVIRT_PKI")}
-	if lab.Endpoint == "" {
-		lab.Endpoint = "qemu+tls://127.0.0.1/system"
-	}
-	if lab.PKI == "" {
-		lab.PKI = filepath.Join(dir, "pki")
-	}
-	return lab
+	return LabFromEnv(dir)
 }
 
 // Read returns a file of the lab's PKI, e.g. "clientkey.pem" or "untrusted/clientcert.pem".
@@ -55,17 +49,37 @@ func (l LibvirtLab) Read(t testing.TB, name string) []byte {
 	return data
 }
 
+// LabFromEnv is the lab of hack/libvirt-lab.sh in dir, its endpoint and PKI taken from
+// BANLIEUE_LIBVIRT_ENDPOINT and BANLIEUE_LIBVIRT_PKI when set (the lab's env file sets them).
+func LabFromEnv(dir string) LibvirtLab {
+	lab := LibvirtLab{Dir: dir, Endpoint: os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), PKI: os.Getenv("BANLIEUE_LIBVIRT_PKI")}
+	if lab.Endpoint == "" {
+		lab.Endpoint = "qemu+tls://127.0.0.1/system"
+	}
+	if lab.PKI == "" {
+		lab.PKI = filepath.Join(dir, "pki")
+	}
+	return lab
+}
+
 // Credentials are a Secret secret holding the lab's trusted client certificate and key
 // (tls.crt, tls.key) and a ConfigMap ca holding its CA (ca.crt), in namespace ns: what a
 // Provider's connection refers to.
-func (l LibvirtLab) Credentials(t testing.TB, ns, secret, ca string) []client.Object {
-	t.Helper()
+func (l LibvirtLab) Credentials(ns, secret, ca string) ([]client.Object, error) {
+	pem := map[string][]byte{}
+	for _, name := range []string{"clientcert.pem", "clientkey.pem", "cacert.pem"} {
+		data, err := os.ReadFile(filepath.Join(l.PKI, name))
+		if err != nil {
+			return nil, fmt.Errorf("reading lab PKI: %w", err)
+		}
+		pem[name] = data
+	}
 	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: ns},
-			Data: map[string][]byte{"tls.crt": l.Read(t, "clientcert.pem"), "tls.key": l.Read(t, "clientkey.pem")}},
+			Data: map[string][]byte{"tls.crt": pem["clientcert.pem"], "tls.key": pem["clientkey.pem"]}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ca, Namespace: ns},
-			Data: map[string]string{"ca.crt": string(l.Read(t, "cacert.pem"))}},
-	}
+			Data: map[string]string{"ca.crt": string(pem["cacert.pem"])}},
+	}, nil
 }
 
 // Provider is a libvirt Provider name in ns connecting to the lab with the Credentials secret and
@@ -88,6 +102,9 @@ func (l LibvirtLab) Provider(ns, name, secret, ca string, caps banlieuev1.Provid
 // CreateLabNamespace creates namespace ns holding the lab's Credentials secret and ca.
 func (e *Env) CreateLabNamespace(ctx context.Context, t testing.TB, lab LibvirtLab, ns, secret, ca string) {
 	t.Helper()
-	e.Create(ctx, t, append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}},
-		lab.Credentials(t, ns, secret, ca)...)...)
+	creds, err := lab.Credentials(ns, secret, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Create(ctx, t, append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}, creds...)...)
 }

@@ -18,16 +18,21 @@ import (
 // several managers with the same controllers in one process.
 func (e *Env) NewManager(t testing.TB) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(e.Config, ManagerOptions())
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)
 	}
 	return mgr
+}
+
+// ManagerOptions are NewManager's options, for a program (bench/) that builds its own manager.
+func ManagerOptions() ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 app.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
 }
 
 // StartManager runs mgr until stop is called or t ends, whichever comes first. stop cancels the

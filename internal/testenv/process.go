@@ -72,6 +72,15 @@ func Banlieue(t testing.TB) string {
 // server (in a cluster they use the pod's service account instead).
 func (e *Env) Kubeconfig(t testing.TB) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := e.WriteKubeconfig(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes Config as a kubeconfig file at path, readable by its owner only.
+func (e *Env) WriteKubeconfig(path string) error {
 	cfg := e.Config
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -80,14 +89,10 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 	}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return os.Chmod(path, 0o600)
 }
 
 // Process is a subprocess of a test, its output collected while it runs.

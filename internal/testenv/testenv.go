@@ -50,11 +50,27 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = e.env.Stop()
-		_ = os.RemoveAll(e.certDir)
-	})
+	t.Cleanup(func() { _ = e.Stop() })
 	return e
+}
+
+// StartProgram is Start for a program rather than a test (the benchmarks under bench/): it
+// finds the control-plane binaries as RequireAssets does and returns an error instead of
+// skipping. The caller stops the API server with Stop.
+func StartProgram() (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		if err := os.Setenv("KUBEBUILDER_ASSETS", defaultAssets()); err != nil {
+			return nil, err
+		}
+	}
+	return start()
+}
+
+// Stop stops the API server and etcd of StartProgram and removes their files.
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	_ = os.RemoveAll(e.certDir) // temporary certificates; a leftover is harmless
+	return err
 }
 
 func start() (*Env, error) {
