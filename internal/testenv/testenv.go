@@ -194,11 +194,7 @@ func RequireAssets(t testing.TB) {
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			msg := "control-plane binaries missing in " + dir + "; run hack/envtest-assets.sh"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			MissingPrerequisite(t, "control-plane binaries missing in "+dir+"; run hack/envtest-assets.sh")
 		}
 	}
 }

@@ -39,19 +39,11 @@ func requireRoot(t *testing.T) string {
 	unshare, err := exec.LookPath("unshare")
 	switch {
 	case os.Geteuid() != 0:
-		skipOrFail(t, "needs root to remount / read-only in a private mount namespace")
+		testenv.MissingPrerequisite(t, "needs root to remount / read-only in a private mount namespace")
 	case err != nil:
-		skipOrFail(t, "needs unshare (util-linux): "+err.Error())
+		testenv.MissingPrerequisite(t, "needs unshare (util-linux): "+err.Error())
 	}
 	return unshare
-}
-
-func skipOrFail(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }
 
 // mount is one line of /proc/self/mountinfo.

@@ -217,10 +217,7 @@ func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvi
 func (s *machineSuite) downloadSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) string {
 	t.Helper()
 	if _, err := exec.LookPath("isoinfo"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("isoinfo missing (genisoimage)")
-		}
-		t.Skip("isoinfo missing (genisoimage)")
+		testenv.MissingPrerequisite(t, "isoinfo missing (genisoimage)")
 	}
 	var buf bytes.Buffer
 	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {

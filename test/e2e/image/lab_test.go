@@ -87,10 +87,7 @@ func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not installed", tool)
-			}
-			t.Skipf("%s not installed (qemu-utils)", tool)
+			testenv.MissingPrerequisite(t, tool+" not installed (qemu-utils)")
 		}
 	}
 }

@@ -64,11 +64,7 @@ func prerequisite[T any](t *testing.T, what string, f func() (T, error)) T {
 	t.Helper()
 	v, err := f()
 	if err != nil {
-		msg := what + ": " + err.Error()
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.MissingPrerequisite(t, what+": "+err.Error())
 	}
 	return v
 }
