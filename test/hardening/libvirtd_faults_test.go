@@ -57,38 +57,30 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	}
 
 	// 1. Kill libvirtd once the upload has really started: the volume exists and holds data.
-	imp := importCmd(ctx)
-	out := &testenv.Buffer{}
-	imp.Stdout, imp.Stderr = out, out
-	if err := imp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var impErr error
-	go func() { impErr = imp.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = imp.Process.Kill(); <-exited })
+	imp := testenv.StartProcess(t, importCmd(ctx))
 
 	const killAt = 64 << 20
 	var before int64
 	testenv.Eventually(t, 90*time.Second, "64 MiB of "+volume+" written on the host", func() error {
 		select {
-		case <-exited:
-			t.Fatalf("import exited before the kill (%v):\n%s", impErr, out.Bytes())
+		case <-imp.Exited():
+			t.Fatalf("import exited before the kill (%v):\n%s", imp.Err(), imp.Output())
 		default:
 		}
 		before = allocated(onHost)
-		return testenv.Unmet(before >= killAt, strings.TrimSpace(string(out.Bytes())))
+		return testenv.Unmet(before >= killAt, strings.TrimSpace(string(imp.Output())))
 	})
 	s.killLibvirtd(t)
 	killed := time.Now()
 	select {
-	case <-exited:
+	case <-imp.Exited():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("import still running 30 s after libvirtd was killed:\n%s", out.Bytes())
+		t.Fatalf("import still running 30 s after libvirtd was killed:\n%s", imp.Output())
 	}
 	exitAfter := time.Since(killed)
 	written := allocated(onHost)
-	msg := string(out.Bytes())
+	msg := string(imp.Output())
+	impErr := imp.Err()
 	t.Logf("import exited %s after the kill (%v); %d MiB on the host at the kill, %d MiB when it exited:\n%s",
 		exitAfter.Round(time.Millisecond), impErr, before>>20, written>>20, msg)
 	var exitErr *exec.ExitError
