@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -197,9 +196,7 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	s := &labSuite{env: env, c: env.Client, lab: lab, root: t}
 	c.s = s
 	s.host = labhost.Dial(t, lab)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "chaos-" + s.run
 	s.pool = s.ns
 	s.class = s.ns + "-small"

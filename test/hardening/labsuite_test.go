@@ -2,8 +2,6 @@ package hardening
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,9 +68,7 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	t.Cleanup(cancel)
 	s.host = labhost.Dial(t, lab)
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "hd-" + s.run
 	s.pool = "hd-" + s.run
 	s.class = "hd-" + s.run + "-small"

@@ -131,7 +131,7 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 			t.Errorf("re-import output lacks %q", w)
 		}
 	}
-	if got := fileSHA256(t, onHost); "sha256:"+got != digest {
+	if got := testenv.FileSHA256(t, onHost); "sha256:"+got != digest {
 		t.Errorf("volume %s holds sha256:%s, want the artifact's %s", volume, got, digest)
 	}
 	if got := strings.TrimSpace(s.readMarker(ctx, t, marker)); got != digest {
@@ -176,21 +176,6 @@ func allocated(path string) int64 {
 		return 0
 	}
 	return st.Blocks * 512
-}
-
-// fileSHA256 is the hex sha256 of a file; the volume's is read straight from the pool directory.
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readMarker downloads a marker volume of the run's pool through libvirt, as the import reads it.
@@ -238,9 +223,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
 	ctx := context.Background()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	run := hex.EncodeToString(b)
+	run := testenv.RunID()
 	// The roles watch namespace ns (startRole's --namespace); the pool, class and image are this
 	// run's own, as in startLabSuite.
 	s := &labSuite{env: env, c: env.Client, lab: lab, root: t, run: run, ns: ns,

@@ -104,14 +104,14 @@ func TestImagePipeline(t *testing.T) {
 			return a != nil && (a.Phase == banlieuev1.BuildReady || a.Phase == banlieuev1.BuildFailed)
 		})
 		a := img.Status.BuildArtifact
-		want := fileSHA256(t, rawA)
+		want := testenv.FileSHA256(t, rawA)
 		if a.Phase != banlieuev1.BuildReady || a.Reason != imagebuilder.ReasonReconciled || a.Kind != banlieuev1.ArtifactCloudImage ||
 			a.File != "cirros.raw" || a.Checksum != "sha256:"+want || a.SizeBytes != 16<<20 ||
 			a.PVCRef == nil || a.PVCRef.Name != artifactsPVC ||
 			a.JobRef == nil || a.JobRef.Name != "build-cirros" || a.JobRef.Namespace != buildNamespace {
 			t.Fatalf("buildArtifact = %+v", *a)
 		}
-		if got := fileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
+		if got := testenv.FileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
 			t.Errorf("artifact on the PVC differs from qemu-img convert: %s, want %s", got, want)
 		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
@@ -133,7 +133,7 @@ func TestImagePipeline(t *testing.T) {
 	t.Run("OCI containerDisk source", func(t *testing.T) {
 		start := time.Now()
 		s.createImage(ctx, t, "tiny", ociRef, "")
-		img := importedEverywhere(t, "tiny", fileSHA256(t, rawOCI))
+		img := importedEverywhere(t, "tiny", testenv.FileSHA256(t, rawOCI))
 		a := img.Status.BuildArtifact
 		if a.SourceDigest != ociDigest || a.SizeBytes != 8<<20 || a.File != "tiny.raw" {
 			t.Errorf("buildArtifact = %+v, want sourceDigest %s", *a, ociDigest)
@@ -185,7 +185,7 @@ func TestImagePipeline(t *testing.T) {
 				t.Errorf("build Jobs: %d, annotations %v", len(builds), j.Annotations)
 			}
 		}
-		want := fileSHA256(t, iso)
+		want := testenv.FileSHA256(t, iso)
 		volume := libvirtimage.ArtifactVolumeName("installer", want, true)
 		if r, _ := row(img, "lab"); r.ResolvedRef != volume {
 			t.Errorf("row = %+v, want resolvedRef %s", r, volume)
@@ -208,7 +208,7 @@ func TestImagePipeline(t *testing.T) {
 		if err := s.env.Client.Update(ctx, img); err != nil {
 			t.Fatal(err)
 		}
-		want := fileSHA256(t, rawB)
+		want := testenv.FileSHA256(t, rawB)
 		s.waitImage(ctx, t, "cirros", "rebuilt artifact Ready", func(img *banlieuev1.VMImage) bool {
 			a := img.Status.BuildArtifact
 			return a != nil && a.Phase == banlieuev1.BuildReady && a.Checksum != oldChecksum

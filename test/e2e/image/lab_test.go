@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -96,9 +94,7 @@ func requireTools(t *testing.T, tools ...string) {
 // test ends.
 func (s *lab) createPool(ctx context.Context, t *testing.T, prefix string) string {
 	t.Helper()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	poolName := prefix + "-" + hex.EncodeToString(b)
+	poolName := prefix + "-" + testenv.RunID()
 	labhost.CreatePool(ctx, t, s.dial(ctx, t), s.lab, poolName)
 	return poolName
 }
@@ -201,7 +197,7 @@ func (s *lab) volumeSHA256(ctx context.Context, t *testing.T, poolName, volume s
 	if err != nil {
 		t.Fatalf("volume %s in pool %s: %v", volume, poolName, err)
 	}
-	return fileSHA256(t, vol.Key)
+	return testenv.FileSHA256(t, vol.Key)
 }
 
 // qcow2Image makes a qcow2 disk of size bytes with one 1 MiB block of pattern at offset, and the
@@ -219,20 +215,6 @@ func qcow2Image(t *testing.T, dir, base string, size string, pattern byte, offse
 		}
 	}
 	return qcow2, raw
-}
-
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // tlsServer serves dir over HTTPS (Range requests included) and returns its base URL and a PEM

@@ -11,8 +11,6 @@ package vm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -92,9 +90,7 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	t.Cleanup(cancel)
 	s.host = labhost.Dial(t, lab)
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "e2e-" + s.run
 	s.pool = "e2e-vm-" + s.run
 	s.diskVol = "tiny-linux-" + s.run + ".raw"

@@ -52,7 +52,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{0, 32 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, img.Name, "cirros.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
-		volume := ArtifactVolumeName("cirros", fileSHA256(t, src), false)
+		volume := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
 		if row.ResolvedRef != volume || row.Reason != ReasonReconciled || len(row.Zones) != 2 {
 			t.Fatalf("row = %+v", row)
 		}
@@ -92,7 +92,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			}
 			return true
 		})
-		if want := ArtifactVolumeName("cirros", fileSHA256(t, src), false); row.ResolvedRef != want {
+		if want := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
 			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
 		}
 		s.assertImported(ctx, t, poolA, row.ResolvedRef, src)

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,7 +320,7 @@ func (s *labSuite) assertImported(ctx context.Context, t *testing.T, pool libvir
 	if !ok {
 		t.Fatalf("volume %s not in pool %s", volume, pool.Name)
 	}
-	if got, want := fileSHA256(t, vol.Key), fileSHA256(t, src); got != want {
+	if got, want := testenv.FileSHA256(t, vol.Key), testenv.FileSHA256(t, src); got != want {
 		t.Fatalf("volume %s content differs from %s", volume, src)
 	}
 	marker, ok := vols[volume+".sha256"]
@@ -394,7 +391,7 @@ func (s *labSuite) volumeState(ctx context.Context, t *testing.T, pool libvirt.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileSHA256(t, v.Key) + " " + fi.ModTime().String()
+	return testenv.FileSHA256(t, v.Key) + " " + fi.ModTime().String()
 }
 
 // writeFile makes a file of size bytes whose only data are n-byte random blocks at offsets;
@@ -421,20 +418,6 @@ func writeFile(t testing.TB, path string, size int64, offsets []int64, n int64) 
 		t.Fatal(err)
 	}
 	return path
-}
-
-func fileSHA256(t testing.TB, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func cmpOr(a, b string) string {

@@ -58,7 +58,7 @@ func (s *labSuite) createProvider(ctx context.Context, t *testing.T, name string
 // volumes are removed when the test ends.
 func (s *labSuite) createPool(ctx context.Context, t *testing.T, prefix string) libvirt.StoragePool {
 	t.Helper()
-	return s.createPoolNamed(ctx, t, prefix+"-"+randomHex(3))
+	return s.createPoolNamed(ctx, t, prefix+"-"+testenv.RunID())
 }
 
 // createPoolNamed is createPool with the exact name.

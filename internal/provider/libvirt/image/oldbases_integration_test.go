@@ -57,7 +57,7 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 	importVersion := func(t *testing.T, offset int64) (volume, sum string) {
 		t.Helper()
 		writeFile(t, src, 8<<20, []int64{offset}, 1<<20)
-		sum = fileSHA256(t, src)
+		sum = testenv.FileSHA256(t, src)
 		volume = ArtifactVolumeName(image, sum, false)
 		s.publishArtifact(ctx, t, image, "gc.raw", src)
 		s.waitRow(ctx, t, image, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready && r.ResolvedRef == volume })
@@ -183,7 +183,7 @@ func (s *labSuite) assertBase(ctx context.Context, t *testing.T, pool libvirt.St
 	if _, ok := vols[markerName(volume)]; !ok {
 		t.Errorf("the marker of base %s is gone", volume)
 	}
-	if got := fileSHA256(t, v.Key); got != sum {
+	if got := testenv.FileSHA256(t, v.Key); got != sum {
 		t.Errorf("base %s holds sha256 %s, want %s", volume, got, sum)
 	}
 }
