@@ -12,6 +12,8 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // LibvirtLab is the libvirtd that hack/libvirt-lab.sh runs with TLS on 127.0.0.1.
@@ -103,4 +105,19 @@ func (e *Env) CreateLabNamespace(ctx context.Context, t testing.TB, lab LibvirtL
 		t.Fatal(err)
 	}
 	e.Create(ctx, t, append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}, creds...)...)
+}
+
+// DaemonPID is the lab libvirtd's PID, from the file hack/libvirt-lab.sh keeps in Dir: for the
+// suites that kill the daemon, or read its memory and open files.
+func (l LibvirtLab) DaemonPID(t testing.TB) int {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(l.Dir, "libvirtd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		t.Fatalf("libvirtd.pid: %v", err)
+	}
+	return pid
 }

@@ -900,14 +900,7 @@ func (s *soakSamples) sample(t *testing.T, p *providerProcess, lab testenv.Libvi
 	if !ok || !ok2 {
 		t.Fatal("the provider's /metrics lacks go_goroutines or go_memstats_heap_alloc_bytes")
 	}
-	text, err := os.ReadFile(filepath.Join(lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	libvirtd, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	libvirtd := lab.DaemonPID(t)
 	pid := p.cmd.Process.Pid
 	row := []float64{rssKiB(t, pid), heap / 1024, openFiles(t, pid), goroutines, rssKiB(t, libvirtd), openFiles(t, libvirtd)}
 	if s.xs == nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,11 +146,7 @@ func TestFaultDiskFull(t *testing.T) {
 	bin := testenv.Banlieue(t)
 	kubeconfig := s.env.Kubeconfig(t)
 
-	pid, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mntNS := "/proc/" + strings.TrimSpace(string(pid)) + "/ns/mnt"
+	mntNS := "/proc/" + strconv.Itoa(s.lab.DaemonPID(t)) + "/ns/mnt"
 	name := "hd-full-" + s.run
 	dir := filepath.Join(s.lab.Dir, "pools", name)
 	if err := os.MkdirAll(dir, 0o711); err != nil {

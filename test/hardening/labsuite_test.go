@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,14 +283,7 @@ func (s *labSuite) domainsNamed(ctx context.Context, t *testing.T, prefix string
 // killLibvirtd is a crash: SIGKILL to the lab daemon.
 func (s *labSuite) killLibvirtd(t *testing.T) {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	proc, err := os.FindProcess(pid)
 	if err != nil {
 		t.Fatal(err)

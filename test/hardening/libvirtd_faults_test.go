@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,7 +282,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	// (a) Frozen: SIGSTOP.
 	vmB := s.vm(ns, "idle-"+run+"-b", banlieuev1.PoweredOff)
 	t.Run("SIGSTOP while idle", func(t *testing.T) {
-		pid := s.libvirtdPID(t)
+		pid := s.lab.DaemonPID(t)
 		s.freeze(t, pid)
 		stopped := time.Now()
 		if err := s.c.Create(ctx, vmB); err != nil {
@@ -432,20 +431,6 @@ func (s *labSuite) checkUUID(ctx context.Context, t *testing.T, vm *banlieuev1.V
 	if m.Status.DomainUUID != want {
 		t.Errorf("%s: status.domainUuid %s, was %s before the fault", vm.Name, m.Status.DomainUUID, want)
 	}
-}
-
-// libvirtdPID is the lab daemon's PID, from the file hack/libvirt-lab.sh keeps.
-func (s *labSuite) libvirtdPID(t *testing.T) int {
-	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
 }
 
 // freeze sends SIGSTOP to libvirtd. The lab is shared, so it must never stay frozen: a detached

@@ -322,14 +322,7 @@ func (s *providerSuite) testDaemonRestart(ctx context.Context, t *testing.T) {
 	}
 	s.waitFor(ctx, t, p.Name, 30*time.Second, ready)
 
-	pidText, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	restarted := false
 	restart := func() {
 		if restarted {

@@ -347,14 +347,7 @@ func (s *suite) waitVMGone(ctx context.Context, t *testing.T, vm *banlieuev1.Vir
 
 func (s *suite) stopLibvirtd(t *testing.T) {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	t.Cleanup(func() { s.startLibvirtd(t) })
 	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
