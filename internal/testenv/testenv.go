@@ -4,6 +4,11 @@
 // The binaries are built from Go modules by hack/envtest-assets.sh; KUBEBUILDER_ASSETS points at
 // them. Without them a suite is skipped on a workstation and fails under CI, where skipping
 // would hide that nothing was tested.
+//
+// It is the one harness of the suites and benchmarks: the lab's credentials and Provider
+// (libvirtlab.go; its pools and domains are in labhost, which links pkg/libvirt), managers that
+// are stopped and waited for (manager.go), a log sink that outlives its test (logsink.go), the
+// one poll loop (eventually.go), and the banlieue binary run as a process (process.go).
 package testenv
 
 import (
