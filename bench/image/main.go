@@ -1,8 +1,10 @@
+//go:build bench
+
 // Command image compares `banlieue provider libvirt import` (the real binary, against a real
 // API server) with `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw
 // image into a dir pool of the lab libvirtd (hack/libvirt-lab.sh).
 //
-//	go run . [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH]
+//	go run -tags bench ./bench/image [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH]
 //
 // Each contender runs as its own process; its peak RSS is the kernel's ru_maxrss for that
 // process (what /usr/bin/time -v reports as "Maximum resident set size"). After every run the
@@ -27,7 +29,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,14 +36,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -59,8 +56,8 @@ func main() {
 	if *lab == "" {
 		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
 	}
-	b := &bench{lab: *lab, pki: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_PKI"), filepath.Join(*lab, "pki")),
-		endpoint: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), "qemu+tls://127.0.0.1/system")}
+	l := testenv.LabFromEnv(*lab)
+	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	onSignal(b.cleanup)
 	err := b.run(*size, *dataPct, *rounds, *bin, *work)
@@ -88,29 +85,21 @@ func fatal(err error) {
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 type bench struct {
 	lab, pki, endpoint, uri string
 	host                    *libvirt.Client
-	env                     *envtest.Environment
+	env                     *testenv.Env
 	pool                    libvirt.StoragePool
 	poolDir                 string
 	tmp                     string
 }
 
 type result struct {
-	name          string
-	wall, upload  time.Duration // whole command(s); the upload alone
-	rss           int64         // bytes
-	allocated     int64         // bytes of the volume on the host
-	contentOK     bool
-	uploadCounted bool
+	name         string
+	wall, upload time.Duration // whole command(s); the upload alone
+	rss          int64         // bytes
+	allocated    int64         // bytes of the volume on the host
+	contentOK    bool
 }
 
 func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) error {
@@ -123,7 +112,7 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 		bin = filepath.Join(b.tmp, "banlieue")
 		fmt.Println("building banlieue ...")
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
-		cmd.Dir = repoRoot()
+		cmd.Dir = testenv.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building banlieue: %v\n%s", err, out)
 		}
@@ -406,63 +395,24 @@ func (b *bench) cleanup() {
 // startAPIServer runs envtest with banlieue's CRDs, creates the lab Provider with its Secret and
 // CA ConfigMap, and writes a kubeconfig for the import binary.
 func (b *bench) startAPIServer(ctx context.Context) (string, error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		home, _ := os.UserHomeDir()
-		cache := cmpOr(os.Getenv("BANLIEUE_CACHE"), filepath.Join(home, ".cache", "banlieue"))
-		m, _ := filepath.Glob(filepath.Join(cache, "envtest", "v*"))
-		if len(m) == 0 {
-			return "", errors.New("no envtest binaries: run hack/envtest-assets.sh or set KUBEBUILDER_ASSETS")
-		}
-		os.Setenv("KUBEBUILDER_ASSETS", m[len(m)-1])
+	var err error
+	if b.env, err = testenv.StartProgram(); err != nil {
+		return "", fmt.Errorf("starting envtest (hack/envtest-assets.sh builds its binaries): %w", err)
 	}
-	b.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := b.env.Start()
-	if err != nil {
-		b.env = nil
-		return "", fmt.Errorf("starting envtest: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
+	lab := testenv.LibvirtLab{Dir: b.lab, Endpoint: b.endpoint, PKI: b.pki}
+	creds, err := lab.Credentials(ns, "lab-creds", "lab-ca")
 	if err != nil {
 		return "", err
 	}
-	read := func(n string) []byte { d, _ := os.ReadFile(filepath.Join(b.pki, n)); return d }
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
-			Data: map[string][]byte{"tls.crt": read("clientcert.pem"), "tls.key": read("clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
-			Data: map[string]string{"ca.crt": string(read("cacert.pem"))}},
-		&banlieuev1.Provider{
-			ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns},
-			Spec: banlieuev1.ProviderSpec{
-				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-				Connection: banlieuev1.ProviderConnection{
-					Endpoint:       b.endpoint,
-					CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-					CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-				},
-				Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
-					{Name: "standard", Target: map[string]string{"pool": b.pool.Name}}}},
-			},
-		},
-	} {
-		if err := c.Create(ctx, obj); err != nil {
+	for _, obj := range append(append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}, creds...),
+		lab.Provider(ns, "lab", "lab-creds", "lab-ca", banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+			{Name: "standard", Target: map[string]string{"pool": b.pool.Name}}}})) {
+		if err := b.env.Client.Create(ctx, obj); err != nil {
 			return "", err
 		}
 	}
-	return writeKubeconfig(cfg, filepath.Join(b.tmp, "kubeconfig"))
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) (string, error) {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	return path, clientcmd.WriteToFile(*kc, path)
+	path := filepath.Join(b.tmp, "kubeconfig")
+	return path, b.env.WriteKubeconfig(path)
 }
 
 // sourceImage writes (once; it is reused while its parameters match) a sparse raw image whose
@@ -481,7 +431,7 @@ func sourceImage(dir string, size int64, pct float64) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // written data is made durable by the Sync below
 	if err := f.Truncate(size); err != nil {
 		return "", 0, err
 	}
@@ -525,7 +475,7 @@ func dataBytes(path string, size int64, _ *syscall.Stat_t) int64 {
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	var total, off int64
 	for off < size {
 		d, err := f.Seek(off, 3) // SEEK_DATA
@@ -547,7 +497,7 @@ func sha256File(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	h := sha256.New()
 	if _, err := io.CopyBuffer(h, bufio.NewReaderSize(f, 1<<20), make([]byte, 1<<20)); err != nil {
 		return "", err
@@ -559,9 +509,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }

@@ -15,8 +15,6 @@ package load
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -63,9 +61,7 @@ func TestLoad(t *testing.T) {
 	c := env.Client
 	host := labhost.Dial(t, lab)
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	run := "load-" + hex.EncodeToString(b)
+	run := "load-" + testenv.RunID()
 	poolDir := filepath.Join(lab.Dir, "pools", run)
 	must(t, os.MkdirAll(poolDir, 0o711))
 	pool, err := host.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, run, poolDir), 0)

@@ -1,8 +1,10 @@
+//go:build bench
+
 // Command provision measures how long banlieue takes from a VirtualMachine being created to its
 // machine being realised on the lab libvirtd (hack/libvirt-lab.sh), for 1 and for N VMs, powered
 // on and powered off, next to the same libvirt work done directly with virsh.
 //
-//	go run . [-n 20] [-single-rounds 5] [-batch-rounds 2] [-memory 128]
+//	go run -tags bench ./bench/provision [-n 20] [-single-rounds 5] [-batch-rounds 2] [-memory 128]
 //
 // The controller and the libvirt provider's reconcilers (Provider, LibvirtMachine, VMImage) run
 // in this process against envtest, with the production requeue intervals (no Resync override).
@@ -28,7 +30,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -38,21 +39,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
-	"banlieue.io/banlieue/internal/provider/libvirt/image"
+	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -67,16 +63,15 @@ func main() {
 	if *lab == "" {
 		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
 	}
-	b := &bench{lab: *lab, pki: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_PKI"), filepath.Join(*lab, "pki")),
-		endpoint: cmpOr(os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), "qemu+tls://127.0.0.1/system"),
-		run:      randHex(3), memory: *memory}
+	l := testenv.LabFromEnv(*lab)
+	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint, run: randHex(3), memory: *memory}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	b.ns = "bench-" + b.run
 	b.pool = "bench-prov-" + b.run
 	b.base = "base-" + b.run + ".raw"
 	logf, err := os.Create(*logPath)
 	fatal(err)
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // a diagnostic log: a lost tail loses no measurement
 	ctrl.SetLogger(zap.New(zap.WriteTo(logf)))
 	onSignal(b.cleanup)
 	err = b.main(*n, *singleRounds, *batchRounds)
@@ -104,20 +99,13 @@ func fatal(err error) {
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 type bench struct {
 	lab, pki, endpoint, uri string
 	run, ns, pool, base     string
 	poolDir                 string
 	memory                  int
 	host                    *libvirt.Client
-	env                     *envtest.Environment
+	env                     *testenv.Env
 	kube                    client.WithWatch
 	mgrStop                 func()
 	domainName              string
@@ -275,52 +263,26 @@ func (b *bench) virsh(cmds string) error {
 }
 
 func (b *bench) setupAPI(ctx context.Context) error {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		home, _ := os.UserHomeDir()
-		cache := cmpOr(os.Getenv("BANLIEUE_CACHE"), filepath.Join(home, ".cache", "banlieue"))
-		m, _ := filepath.Glob(filepath.Join(cache, "envtest", "v*"))
-		if len(m) == 0 {
-			return errors.New("no envtest binaries: run hack/envtest-assets.sh or set KUBEBUILDER_ASSETS")
-		}
-		os.Setenv("KUBEBUILDER_ASSETS", m[len(m)-1])
+	var err error
+	if b.env, err = testenv.StartProgram(); err != nil {
+		return fmt.Errorf("starting envtest (hack/envtest-assets.sh builds its binaries): %w", err)
 	}
-	b.env = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := b.env.Start()
-	if err != nil {
-		b.env = nil
-		return fmt.Errorf("starting envtest: %w", err)
-	}
+	cfg := b.env.Config
 	if b.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: app.NewScheme()}); err != nil {
 		return err
 	}
 
 	// The manager: what banlieue-controller and banlieue-provider-libvirt run, production
 	// intervals (Resync zero).
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(cfg, testenv.ManagerOptions())
 	if err != nil {
 		return err
 	}
-	conns := hostconn.NewPool()
 	if err := controller.Setup(mgr, controller.Options{}); err != nil {
 		return err
 	}
-	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns},
-		&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns},
-		&image.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-			BuildNamespace: "banlieue-imagebuild"},
-	} {
-		if err := r.SetupWithManager(mgr); err != nil {
-			return err
-		}
+	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: "banlieue-imagebuild"}); err != nil {
+		return err
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -330,28 +292,17 @@ func (b *bench) setupAPI(ctx context.Context) error {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	b.mgrStop = func() { cancel(); <-done; conns.Close() }
+	b.mgrStop = func() { cancel(); <-done } // the role closes its connections on stop
 
-	read := func(n string) []byte { d, _ := os.ReadFile(filepath.Join(b.pki, n)); return d }
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: b.ns},
-			Data: map[string][]byte{"tls.crt": read("clientcert.pem"), "tls.key": read("clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: b.ns},
-			Data: map[string]string{"ca.crt": string(read("cacert.pem"))}},
-		&banlieuev1.Provider{
-			ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: b.ns},
-			Spec: banlieuev1.ProviderSpec{
-				ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-				Connection: banlieuev1.ProviderConnection{
-					Endpoint:       b.endpoint,
-					CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-					CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-				},
-				Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
-					{Name: "standard", Target: map[string]string{"pool": b.pool}}}},
-			},
-		},
+	lab := testenv.LibvirtLab{Dir: b.lab, Endpoint: b.endpoint, PKI: b.pki}
+	creds, err := lab.Credentials(b.ns, "lab-creds", "lab-ca")
+	if err != nil {
+		return err
+	}
+	objs := append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}}, creds...)
+	for _, obj := range append(objs,
+		lab.Provider(b.ns, "lab", "lab-creds", "lab-ca", banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{
+			{Name: "standard", Target: map[string]string{"pool": b.pool}}}}),
 		&banlieuev1.VMImage{
 			ObjectMeta: metav1.ObjectMeta{Name: "base"},
 			Spec: banlieuev1.VMImageSpec{
@@ -369,7 +320,7 @@ func (b *bench) setupAPI(ctx context.Context) error {
 				Network: banlieuev1.ClassNetwork{Interfaces: []banlieuev1.ClassInterface{}},
 			},
 		},
-	} {
+	) {
 		if err := b.kube.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %T: %w", obj, err)
 		}
@@ -551,7 +502,7 @@ func (b *bench) direct(ctx context.Context, n int, on bool) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // scratch space; a leftover is harmless
 	template := cdromRE.ReplaceAllString(uuidRE.ReplaceAllString(b.domainXML, ""), "")
 	tmplDom := b.domainName
 	var s sample
@@ -652,9 +603,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }

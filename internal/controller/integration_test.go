@@ -12,15 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -45,19 +41,11 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := env.NewManager(t)
 	if err := Setup(mgr, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = mgr.Start(ctx) }()
+	testenv.StartManager(t, mgr)
 
 	s := &suite{c: env.Client}
 	s.create(ctx, t, guideClass("small", false))
@@ -473,17 +461,11 @@ func patchMachine(ctx context.Context, t *testing.T, c client.Client, m *infrav1
 
 func poll[T client.Object](ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, obj T, what string, ok func(T) bool) T {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%T %s: %s", obj, key, what), func() error {
 		err := c.Get(ctx, key, obj)
-		if err == nil && ok(obj) {
-			return obj
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%T %s: %s not reached in %s; last seen: %+v (%v)", obj, key, what, waitTimeout, obj, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Unmet(err == nil && ok(obj), fmt.Sprintf("seen %+v (%v)", obj, err))
+	})
+	return obj
 }
 
 func (s *suite) waitVM(ctx context.Context, t *testing.T, ns, name, what string, ok func(*banlieuev1.VirtualMachine) bool) *banlieuev1.VirtualMachine {
@@ -532,17 +514,10 @@ func (s *suite) expectNoMachine(ctx context.Context, t *testing.T, ns, name stri
 
 func waitGone(ctx context.Context, t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() error {
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%T %s still present after %s (%v): %+v", obj, obj.GetName(), waitTimeout, err, obj)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still present (%v): %+v", err, obj))
+	})
 }
 
 func hasCondition(conds []metav1.Condition, typ string, st metav1.ConditionStatus, reason string) bool {

@@ -1,9 +1,19 @@
 package testenv
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
 // LibvirtLab is the libvirtd that hack/libvirt-lab.sh runs with TLS on 127.0.0.1.
@@ -22,20 +32,9 @@ func RequireLibvirtLab(t testing.TB) LibvirtLab {
 	t.Helper()
 	dir := os.Getenv("BANLIEUE_LIBVIRT_LAB")
 	if dir == "" {
-		const msg = "BANLIEUE_LIBVIRT_LAB is not set; run hack/libvirt-lab.sh start and source its env file"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		MissingPrerequisite(t, "BANLIEUE_LIBVIRT_LAB is not set; run hack/libvirt-lab.sh start and source its env file")
 	}
-	lab := LibvirtLab{Dir: dir, Endpoint: os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), PKI: os.Getenv("BANLIEUE_LIBVIRT_PKI")}
-	if lab.Endpoint == "" {
-		lab.Endpoint = "qemu+tls://127.0.0.1/system"
-	}
-	if lab.PKI == "" {
-		lab.PKI = filepath.Join(dir, "pki")
-	}
-	return lab
+	return LabFromEnv(dir)
 }
 
 // Read returns a file of the lab's PKI, e.g. "clientkey.pem" or "untrusted/clientcert.pem".
@@ -46,4 +45,79 @@ func (l LibvirtLab) Read(t testing.TB, name string) []byte {
 		t.Fatalf("reading lab PKI: %v", err)
 	}
 	return data
+}
+
+// LabFromEnv is the lab of hack/libvirt-lab.sh in dir, its endpoint and PKI taken from
+// BANLIEUE_LIBVIRT_ENDPOINT and BANLIEUE_LIBVIRT_PKI when set (the lab's env file sets them).
+func LabFromEnv(dir string) LibvirtLab {
+	lab := LibvirtLab{Dir: dir, Endpoint: os.Getenv("BANLIEUE_LIBVIRT_ENDPOINT"), PKI: os.Getenv("BANLIEUE_LIBVIRT_PKI")}
+	if lab.Endpoint == "" {
+		lab.Endpoint = "qemu+tls://127.0.0.1/system"
+	}
+	if lab.PKI == "" {
+		lab.PKI = filepath.Join(dir, "pki")
+	}
+	return lab
+}
+
+// Credentials are a Secret secret holding the lab's trusted client certificate and key
+// (tls.crt, tls.key) and a ConfigMap ca holding its CA (ca.crt), in namespace ns: what a
+// Provider's connection refers to.
+func (l LibvirtLab) Credentials(ns, secret, ca string) ([]client.Object, error) {
+	pem := map[string][]byte{}
+	for _, name := range []string{"clientcert.pem", "clientkey.pem", "cacert.pem"} {
+		data, err := os.ReadFile(filepath.Join(l.PKI, name))
+		if err != nil {
+			return nil, fmt.Errorf("reading lab PKI: %w", err)
+		}
+		pem[name] = data
+	}
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: ns},
+			Data: map[string][]byte{"tls.crt": pem["clientcert.pem"], "tls.key": pem["clientkey.pem"]}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ca, Namespace: ns},
+			Data: map[string]string{"ca.crt": string(pem["cacert.pem"])}},
+	}, nil
+}
+
+// Provider is a libvirt Provider name in ns connecting to the lab with the Credentials secret and
+// ca.
+func (l LibvirtLab) Provider(ns, name, secret, ca string, caps banlieuev1.ProviderCapabilities) *banlieuev1.Provider {
+	return &banlieuev1.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
+			Connection: banlieuev1.ProviderConnection{
+				Endpoint:       l.Endpoint,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: secret},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: ca}},
+			},
+			Capabilities: caps,
+		},
+	}
+}
+
+// CreateLabNamespace creates namespace ns holding the lab's Credentials secret and ca.
+func (e *Env) CreateLabNamespace(ctx context.Context, t testing.TB, lab LibvirtLab, ns, secret, ca string) {
+	t.Helper()
+	creds, err := lab.Credentials(ns, secret, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Create(ctx, t, append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}, creds...)...)
+}
+
+// DaemonPID is the lab libvirtd's PID, from the file hack/libvirt-lab.sh keeps in Dir: for the
+// suites that kill the daemon, or read its memory and open files.
+func (l LibvirtLab) DaemonPID(t testing.TB) int {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(l.Dir, "libvirtd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		t.Fatalf("libvirtd.pid: %v", err)
+	}
+	return pid
 }

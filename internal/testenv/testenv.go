@@ -4,6 +4,11 @@
 // The binaries are built from Go modules by hack/envtest-assets.sh; KUBEBUILDER_ASSETS points at
 // them. Without them a suite is skipped on a workstation and fails under CI, where skipping
 // would hide that nothing was tested.
+//
+// It is the one harness of the suites and benchmarks: the lab's credentials and Provider
+// (libvirtlab.go; its pools and domains are in labhost, which links pkg/libvirt), managers that
+// are stopped and waited for (manager.go), a log sink that outlives its test (logsink.go), the
+// one poll loop (eventually.go), and the banlieue binary run as a process (process.go).
 package testenv
 
 import (
@@ -50,11 +55,27 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = e.env.Stop()
-		_ = os.RemoveAll(e.certDir)
-	})
+	t.Cleanup(func() { _ = e.Stop() })
 	return e
+}
+
+// StartProgram is Start for a program rather than a test (the benchmarks under bench/): it
+// finds the control-plane binaries as RequireAssets does and returns an error instead of
+// skipping. The caller stops the API server with Stop.
+func StartProgram() (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		if err := os.Setenv("KUBEBUILDER_ASSETS", defaultAssets()); err != nil {
+			return nil, err
+		}
+	}
+	return start()
+}
+
+// Stop stops the API server and etcd of StartProgram and removes their files.
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	_ = os.RemoveAll(e.certDir) // temporary certificates; a leftover is harmless
+	return err
 }
 
 func start() (*Env, error) {
@@ -178,11 +199,7 @@ func RequireAssets(t testing.TB) {
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			msg := "control-plane binaries missing in " + dir + "; run hack/envtest-assets.sh"
-			if os.Getenv("CI") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			MissingPrerequisite(t, "control-plane binaries missing in "+dir+"; run hack/envtest-assets.sh")
 		}
 	}
 }

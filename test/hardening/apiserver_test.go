@@ -18,6 +18,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // vmsPerBatch is how many VirtualMachines each of the three batches creates.
@@ -160,9 +161,9 @@ func TestFaultAPIServerRestart(t *testing.T) {
 			t.Fatalf("deleting VirtualMachine %s: %v", vm.Name, err)
 		}
 	}
-	eventually(t, 180*time.Second, "every VM and LibvirtMachine gone", func() (bool, string) {
+	testenv.Eventually(t, 180*time.Second, "every VM and LibvirtMachine gone", func() error {
 		left := s.fleet(ctx, t)
-		return len(left.vms) == 0 && len(left.machines) == 0, fmt.Sprintf("%d VMs, %d machines left", len(left.vms), len(left.machines))
+		return testenv.Unmet(len(left.vms) == 0 && len(left.machines) == 0, fmt.Sprintf("%d VMs, %d machines left", len(left.vms), len(left.machines)))
 	})
 	t.Logf("deleted %d VMs in %s", len(names), time.Since(start).Round(time.Millisecond))
 	if doms := s.domainsNamed(ctx, t, s.ns+"-"); len(doms) != 0 {
@@ -178,7 +179,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 func (s *labSuite) waitFleet(ctx context.Context, t *testing.T, seen map[string]*firstSeen, what string,
 	timeout time.Duration, done func(fleet) bool) {
 	t.Helper()
-	eventually(t, timeout, what, func() (bool, string) {
+	testenv.Eventually(t, timeout, what, func() error {
 		f := s.fleet(ctx, t)
 		for name, vm := range f.vms {
 			r := seen[name]
@@ -198,7 +199,7 @@ func (s *labSuite) waitFleet(ctx context.Context, t *testing.T, seen map[string]
 				}
 			}
 		}
-		return done(f), fmt.Sprintf("%d VMs, %d machines, %d realised", len(f.vms), len(f.machines), countRealised(f, slices.Collect(maps.Keys(f.vms))))
+		return testenv.Unmet(done(f), fmt.Sprintf("%d VMs, %d machines, %d realised", len(f.vms), len(f.machines), countRealised(f, slices.Collect(maps.Keys(f.vms)))))
 	})
 }
 

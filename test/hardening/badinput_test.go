@@ -15,6 +15,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/nocloud"
 )
 
@@ -123,27 +124,27 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 	domName := ns + "-" + r.vmName
 
 	if r.eitherLayer {
-		eventually(t, 30*time.Second, "refused by the controller or a LibvirtMachine", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "refused by the controller or a LibvirtMachine", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			if _, err := s.getMachine(ctx, vm); err == nil {
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
 			if c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionScheduled); c != nil && c.Reason == banlieuev1.ReasonInfraBuildFailed {
 				r.byProvider = false
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
-			return false, condition(got.Status.Conditions, banlieuev1.ConditionScheduled)
+			return testenv.Unmet(false, condition(got.Status.Conditions, "Scheduled"))
 		})
 	}
 	if !r.byProvider {
 		var msg string
-		eventually(t, 30*time.Second, "VM refused with InfraBuildFailed", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "VM refused with InfraBuildFailed", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			sc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionScheduled)
 			rc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
@@ -152,7 +153,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if ok {
 				msg = rc.Message
 			}
-			return ok, condition(got.Status.Conditions, banlieuev1.ConditionScheduled) + "; " + condition(got.Status.Conditions, banlieuev1.ConditionReady)
+			return testenv.Unmet(ok, condition(got.Status.Conditions, "Scheduled")+"; "+condition(got.Status.Conditions, "Ready"))
 		})
 		t.Logf("Ready=False %s: %s", banlieuev1.ReasonInfraBuildFailed, clip(msg))
 		checkMessage(t, msg, r.want)
@@ -162,27 +163,27 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 		}
 	} else {
 		var msg string
-		eventually(t, 60*time.Second, "LibvirtMachine Ready=False ReconcileFailed", func() (bool, string) {
+		testenv.Eventually(t, 60*time.Second, "LibvirtMachine Ready=False ReconcileFailed", func() error {
 			m, err := s.getMachine(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
 			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == infrav1.ReasonReconcileFailed {
 				msg = c.Message
-				return true, ""
+				return testenv.Unmet(true, "")
 			}
-			return false, condition(m.Status.Conditions, banlieuev1.ConditionReady)
+			return testenv.Unmet(false, condition(m.Status.Conditions, "Ready"))
 		})
 		t.Logf("LibvirtMachine Ready=False %s: %s", infrav1.ReasonReconcileFailed, clip(msg))
 		checkMessage(t, msg, r.want)
-		eventually(t, 30*time.Second, "the VM mirrors the machine's failure", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "the VM mirrors the machine's failure", func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
-			return c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, banlieuev1.ConditionReady)
+			return testenv.Unmet(c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, "Ready"))
 		})
 		// A second pass must not have created anything either.
 		time.Sleep(3 * time.Second)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -42,7 +41,6 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 // The chaos loop's knobs. The CI form runs the default; bench/soak/run.sh runs hundreds of cycles.
@@ -144,7 +142,7 @@ type chaos struct {
 	anchorUUID string
 	anchorSeed string
 	// managerLog holds the in-process controller's log, printed when the test fails.
-	managerLog *syncBuffer
+	managerLog *testenv.Buffer
 	stats      chaosStats
 	soak       *soakSamples
 }
@@ -184,9 +182,9 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	t.Helper()
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
-	c := &chaos{managerLog: &syncBuffer{}, stats: chaosStats{landed: map[string]int{}}}
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
+	c := &chaos{managerLog: &testenv.Buffer{}, stats: chaosStats{landed: map[string]int{}}}
 	if os.Getenv("BANLIEUE_SOAK") == "1" {
 		c.soak = &soakSamples{}
 	}
@@ -198,16 +196,14 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	s := &labSuite{env: env, c: env.Client, lab: lab, root: t}
 	c.s = s
 	s.host = labhost.Dial(t, lab)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "chaos-" + s.run
 	s.pool = s.ns
 	s.class = s.ns + "-small"
 	s.image = s.ns + "-tiny"
 	s.createPool(ctx, t)
 	// After the pool's cleanup, so it runs before it (and after the provider has stopped).
-	t.Cleanup(func() { s.removeDomains(context.Background(), s.ns+"-") })
+	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), s.host, s.ns+"-") })
 	s.createClassAndImage(ctx, t)
 	// Its status, and the VMImage's row, are the real provider's to write.
 	s.createProvider(ctx, t, s.ns, []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}})
@@ -230,7 +226,7 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	t.Cleanup(func() { mcancel(); <-done })
 
 	ports := quietPorts(t, 2)
-	c.prov = &providerProcess{bin: bin, kubeconfig: kubeconfig, ns: s.ns, out: &syncBuffer{},
+	c.prov = &providerProcess{bin: bin, kubeconfig: kubeconfig, ns: s.ns, out: &testenv.Buffer{},
 		metricsPort: ports[0], healthPort: ports[1]}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -243,20 +239,20 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	lead := c.prov.waitLeading(t)
 	t.Logf("provider leads %s after its first start", lead.Round(time.Millisecond))
 
-	eventually(t, settleTimeout, "Provider Ready and the VMImage's row ready", func() (bool, string) {
+	testenv.Eventually(t, settleTimeout, "Provider Ready and the VMImage's row ready", func() error {
 		var p banlieuev1.Provider
 		if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: labProvider}, &p); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		var img banlieuev1.VMImage
 		if err := s.c.Get(ctx, client.ObjectKey{Name: s.image}, &img); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		rowReady := slices.ContainsFunc(img.Status.PerProvider, func(r banlieuev1.ProviderImageStatus) bool {
 			return r.ProviderNamespace == s.ns && r.Ready
 		})
-		return meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) && rowReady,
-			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, banlieuev1.ConditionReady), img.Status.PerProvider)
+		return testenv.Unmet(meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) && rowReady,
+			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, "Ready"), img.Status.PerProvider))
 	})
 	return ctx, c
 }
@@ -384,15 +380,15 @@ func (c *chaos) killDuringStart(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	eventually(t, settleTimeout, "LibvirtMachine "+vm.Name+" realised PoweredOn", func() (bool, string) {
+	testenv.Eventually(t, settleTimeout, "LibvirtMachine "+vm.Name+" realised PoweredOn", func() error {
 		m, err := c.s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		if m.Status.ObservedPowerState == banlieuev1.Suspended {
-			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, banlieuev1.ConditionReady))
+			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, "Ready"))
 		}
-		return realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return testenv.Unmet(realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, "Ready"))
 	})
 	realisedAfter := time.Since(resumed)
 	t.Logf("start held %s: the kill landed %s (host: %s); the restarted provider led %s after the freeze; realised %s after the start completed",
@@ -679,14 +675,14 @@ func (c *chaos) checkGone(ctx context.Context, t *testing.T, name string) {
 
 func (c *chaos) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	eventually(t, settleTimeout, "LibvirtMachine "+vm.Name+" realised "+string(vm.Spec.DesiredPowerState), func() (bool, string) {
+	testenv.Eventually(t, settleTimeout, "LibvirtMachine "+vm.Name+" realised "+string(vm.Spec.DesiredPowerState), func() error {
 		c.prov.alive(t)
 		m, err := c.s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
-		return realised(m, vm.Spec.DesiredPowerState),
-			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, banlieuev1.ConditionReady))
+		return testenv.Unmet(realised(m, vm.Spec.DesiredPowerState),
+			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, "Ready")))
 	})
 }
 
@@ -758,7 +754,7 @@ func (c *chaos) report(t *testing.T, cycles int, total time.Duration) {
 type providerProcess struct {
 	bin, kubeconfig, ns string
 	// out holds every incarnation's output, each after a header line.
-	out    *syncBuffer
+	out    *testenv.Buffer
 	cmd    *exec.Cmd
 	exited chan struct{}
 	// The ports are the run's, for every incarnation (see quietPorts).
@@ -770,7 +766,7 @@ type providerProcess struct {
 func (p *providerProcess) start(t *testing.T) {
 	t.Helper()
 	p.starts++
-	// p.out is a syncBuffer, in memory: its writes never fail.
+	// p.out is a testenv.Buffer, in memory: its writes never fail.
 	_, _ = fmt.Fprintf(p.out, "=== start %d at %s ===\n", p.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, "provider", "libvirt", "--provider-name", labProvider, "--namespace", p.ns,
 		"--leader-election-namespace", p.ns, "--leader-election-id", chaosLease,
@@ -904,14 +900,7 @@ func (s *soakSamples) sample(t *testing.T, p *providerProcess, lab testenv.Libvi
 	if !ok || !ok2 {
 		t.Fatal("the provider's /metrics lacks go_goroutines or go_memstats_heap_alloc_bytes")
 	}
-	text, err := os.ReadFile(filepath.Join(lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	libvirtd, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	libvirtd := lab.DaemonPID(t)
 	pid := p.cmd.Process.Pid
 	row := []float64{rssKiB(t, pid), heap / 1024, openFiles(t, pid), goroutines, rssKiB(t, libvirtd), openFiles(t, libvirtd)}
 	if s.xs == nil {

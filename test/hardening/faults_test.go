@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/test/jobrunner"
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // TestFaultLibvirtdKilled kills the lab libvirtd (SIGKILL) while a LibvirtMachine is being
@@ -47,7 +48,7 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 			if err := s.c.Create(ctx, vm); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 60*time.Second, p.name, func() (bool, string) { return p.hit(vm, domName), "" })
+			testenv.Eventually(t, 60*time.Second, p.name, func() error { return testenv.Unmet(p.hit(vm, domName), "") })
 			s.killLibvirtd(t)
 			killed := time.Now()
 			time.Sleep(time.Second) // the provider's in-flight call fails against a dead daemon
@@ -70,9 +71,9 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 		if err := s.c.Delete(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "LibvirtMachine deletion requested", func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, "LibvirtMachine deletion requested", func() error {
 			m, err := s.getMachine(ctx, vm)
-			return err == nil && !m.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+			return testenv.Unmet(err == nil && !m.DeletionTimestamp.IsZero(), fmt.Sprint(err))
 		})
 		s.killLibvirtd(t)
 		killed := time.Now()
@@ -86,14 +87,14 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 
 func (s *labSuite) waitRunning(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "LibvirtMachine "+vm.Name+" DomainRunning", func() (bool, string) {
+	testenv.Eventually(t, timeout, "LibvirtMachine "+vm.Name+" DomainRunning", func() error {
 		m, err := s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning && m.Status.DomainUUID != "",
-			condition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning && m.Status.DomainUUID != "",
+			condition(m.Status.Conditions, "Ready"))
 	})
 }
 
@@ -142,14 +143,10 @@ func TestFaultDiskFull(t *testing.T) {
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("nsenter missing (util-linux)")
 	}
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 
-	pid, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mntNS := "/proc/" + strings.TrimSpace(string(pid)) + "/ns/mnt"
+	mntNS := "/proc/" + strconv.Itoa(s.lab.DaemonPID(t)) + "/ns/mnt"
 	name := "hd-full-" + s.run
 	dir := filepath.Join(s.lab.Dir, "pools", name)
 	if err := os.MkdirAll(dir, 0o711); err != nil {

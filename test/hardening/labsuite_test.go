@@ -2,32 +2,21 @@ package hardening
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -62,55 +51,23 @@ type labSuite struct {
 	poolDir string
 	class   string
 	image   string
-	log     *testLog
 	// root is the test that started the suite: clients redialled from a subtest live as long as it.
 	root *testing.T
 	// imageRows are the VMImage's perProvider rows, one per namespace set up.
 	imageRows []banlieuev1.ProviderImageStatus
 }
 
-// testLog sends the manager's logs to the test log (seen with -v or on failure). The logger is
-// process-wide and outlives the test (goroutines still log while the manager stops, and a later
-// test with -count may install its own), and testing panics on a Log after its test completed,
-// so lines after the end are dropped.
-type testLog struct {
-	mu    sync.Mutex
-	t     *testing.T
-	ended bool
-}
-
-func newTestLog(t *testing.T) *testLog {
-	w := &testLog{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.ended = true
-	})
-	return w
-}
-
-func (w *testLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.ended {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	t.Helper()
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	s := &labSuite{env: env, c: env.Client, lab: lab, log: newTestLog(t), root: t}
-	ctrl.SetLogger(zap.New(zap.WriteTo(s.log)))
+	s := &labSuite{env: env, c: env.Client, lab: lab, root: t}
+	testenv.SetLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s.host = labhost.Dial(t, lab)
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "hd-" + s.run
 	s.pool = "hd-" + s.run
 	s.class = "hd-" + s.run + "-small"
@@ -118,18 +75,11 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	s.createPool(ctx, t)
 	// Registered after the pool's cleanup, so it runs first: whatever a failed run left defined
 	// under this run's prefix goes before the pool does.
-	t.Cleanup(func() { s.removeDomains(context.Background(), "hd-"+s.run) })
+	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), s.host, "hd-"+s.run) })
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := hostconn.NewPool()
+	mgr := env.NewManager(t)
+	conns := hostconn.NewConnections()
+	t.Cleanup(conns.Close)
 	if err := controller.Setup(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +87,7 @@ func startLabSuite(t *testing.T) (context.Context, *labSuite) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mctx, mcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done; conns.Close() })
+	testenv.StartManager(t, mgr)
 
 	s.createClassAndImage(ctx, t)
 	s.setupNamespace(ctx, t, s.ns)
@@ -175,45 +122,10 @@ func dialLabUntil(t, owner *testing.T, lab testenv.LibvirtLab) *libvirt.Client {
 func (s *labSuite) createPool(ctx context.Context, t *testing.T) {
 	t.Helper()
 	s.poolDir = filepath.Join(s.lab.Dir, "pools", s.pool)
-	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
+	pool := labhost.CreatePool(ctx, t, s.host, s.lab, s.pool)
+	if _, err := s.host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name>`+
+		`<capacity unit='bytes'>%d</capacity><target><format type='raw'/></target></volume>`, bootVolume, 1<<20), 0); err != nil {
 		t.Fatal(err)
-	}
-	pool, err := s.host.StoragePoolCreateXML(ctx,
-		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, s.pool, s.poolDir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if p, err := s.host.StoragePoolLookupByName(ctx, s.pool); err == nil {
-			if vols, err := s.host.StoragePoolListAllVolumes(ctx, p); err == nil {
-				for _, v := range vols {
-					_ = s.host.StorageVolDelete(ctx, v)
-				}
-			}
-			_ = s.host.StoragePoolDestroy(ctx, p)
-		}
-		_ = os.RemoveAll(s.poolDir)
-	})
-	vol, err := s.host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name>`+
-		`<capacity unit='bytes'>%d</capacity><target><format type='raw'/></target></volume>`, bootVolume, 1<<20), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = vol
-}
-
-// removeDomains destroys and undefines every domain whose name starts with prefix.
-func (s *labSuite) removeDomains(ctx context.Context, prefix string) {
-	doms, err := s.host.ListAllDomains(ctx)
-	if err != nil {
-		return
-	}
-	for _, d := range doms {
-		if strings.HasPrefix(d.Name, prefix) {
-			_ = s.host.DomainDestroy(ctx, d)
-			_ = s.host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
-		}
 	}
 }
 
@@ -282,30 +194,9 @@ func (s *labSuite) setupNamespace(ctx context.Context, t *testing.T, ns string) 
 // "lab" offering classes; its status is left to whoever plays the Provider controller.
 func (s *labSuite) createProvider(ctx context.Context, t *testing.T, ns string, classes []banlieuev1.StorageClassMapping) *banlieuev1.Provider {
 	t.Helper()
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: labProvider, Namespace: ns},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-			},
-			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: classes},
-		},
-	}
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
-			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns},
-			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
-		p,
-	} {
-		if err := s.c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.env.CreateLabNamespace(ctx, t, s.lab, ns, "lab-creds", "lab-ca")
+	p := s.lab.Provider(ns, labProvider, "lab-creds", "lab-ca", banlieuev1.ProviderCapabilities{StorageClasses: classes})
+	s.env.Create(ctx, t, p)
 	return p
 }
 
@@ -318,21 +209,6 @@ func (s *labSuite) vm(ns, name string, power banlieuev1.PowerState) *banlieuev1.
 			DesiredPowerState: power,
 			MigrationPolicy:   "never",
 		},
-	}
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -362,11 +238,11 @@ func (s *labSuite) deleteVM(ctx context.Context, t *testing.T, vm *banlieuev1.Vi
 	if err := s.c.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "VirtualMachine "+vm.Name+" and its LibvirtMachine gone", func() (bool, string) {
+	testenv.Eventually(t, timeout, "VirtualMachine "+vm.Name+" and its LibvirtMachine gone", func() error {
 		_, errVM := s.getVM(ctx, vm)
 		m, errM := s.getMachine(ctx, vm)
-		return apierrors.IsNotFound(errVM) && apierrors.IsNotFound(errM),
-			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, banlieuev1.ConditionReady))
+		return testenv.Unmet(apierrors.IsNotFound(errVM) && apierrors.IsNotFound(errM),
+			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, "Ready")))
 	})
 }
 
@@ -407,14 +283,7 @@ func (s *labSuite) domainsNamed(ctx context.Context, t *testing.T, prefix string
 // killLibvirtd is a crash: SIGKILL to the lab daemon.
 func (s *labSuite) killLibvirtd(t *testing.T) {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	proc, err := os.FindProcess(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +28,6 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 // importSize is big enough that uploading random (hole-free) data takes well over a second on
@@ -45,8 +43,8 @@ const importSize = 1 << 30
 func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	ctx, s := startLabSuite(t)
 	t.Cleanup(func() { s.startLibvirtd(t) }) // whatever happens, leave the lab running
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 
 	src, digest := randomFile(t, importSize)
 	const volume, marker = "big.raw", "big.raw.sha256"
@@ -58,38 +56,30 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 	}
 
 	// 1. Kill libvirtd once the upload has really started: the volume exists and holds data.
-	imp := importCmd(ctx)
-	out := &syncBuffer{}
-	imp.Stdout, imp.Stderr = out, out
-	if err := imp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var impErr error
-	go func() { impErr = imp.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = imp.Process.Kill(); <-exited })
+	imp := testenv.StartProcess(t, importCmd(ctx))
 
 	const killAt = 64 << 20
 	var before int64
-	eventually(t, 90*time.Second, "64 MiB of "+volume+" written on the host", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "64 MiB of "+volume+" written on the host", func() error {
 		select {
-		case <-exited:
-			t.Fatalf("import exited before the kill (%v):\n%s", impErr, out.Bytes())
+		case <-imp.Exited():
+			t.Fatalf("import exited before the kill (%v):\n%s", imp.Err(), imp.Output())
 		default:
 		}
 		before = allocated(onHost)
-		return before >= killAt, strings.TrimSpace(string(out.Bytes()))
+		return testenv.Unmet(before >= killAt, strings.TrimSpace(string(imp.Output())))
 	})
 	s.killLibvirtd(t)
 	killed := time.Now()
 	select {
-	case <-exited:
+	case <-imp.Exited():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("import still running 30 s after libvirtd was killed:\n%s", out.Bytes())
+		t.Fatalf("import still running 30 s after libvirtd was killed:\n%s", imp.Output())
 	}
 	exitAfter := time.Since(killed)
 	written := allocated(onHost)
-	msg := string(out.Bytes())
+	msg := string(imp.Output())
+	impErr := imp.Err()
 	t.Logf("import exited %s after the kill (%v); %d MiB on the host at the kill, %d MiB when it exited:\n%s",
 		exitAfter.Round(time.Millisecond), impErr, before>>20, written>>20, msg)
 	var exitErr *exec.ExitError
@@ -140,7 +130,7 @@ func TestFaultLibvirtdKilledDuringImport(t *testing.T) {
 			t.Errorf("re-import output lacks %q", w)
 		}
 	}
-	if got := fileSHA256(t, onHost); "sha256:"+got != digest {
+	if got := testenv.FileSHA256(t, onHost); "sha256:"+got != digest {
 		t.Errorf("volume %s holds sha256:%s, want the artifact's %s", volume, got, digest)
 	}
 	if got := strings.TrimSpace(s.readMarker(ctx, t, marker)); got != digest {
@@ -185,21 +175,6 @@ func allocated(path string) int64 {
 		return 0
 	}
 	return st.Blocks * 512
-}
-
-// fileSHA256 is the hex sha256 of a file; the volume's is read straight from the pool directory.
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readMarker downloads a marker volume of the run's pool through libvirt, as the import reads it.
@@ -247,9 +222,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
 	ctx := context.Background()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	run := hex.EncodeToString(b)
+	run := testenv.RunID()
 	// The roles watch namespace ns (startRole's --namespace); the pool, class and image are this
 	// run's own, as in startLabSuite.
 	s := &labSuite{env: env, c: env.Client, lab: lab, root: t, run: run, ns: ns,
@@ -257,7 +230,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	s.host = labhost.Dial(t, lab)
 	s.createPool(ctx, t)
 	prefix := ns + "-idle-" + run
-	t.Cleanup(func() { s.removeDomains(context.Background(), prefix) })
+	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), s.host, prefix) })
 	s.createClassAndImage(ctx, t)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
@@ -285,14 +258,14 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 		}
 	}
 
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 	provider := startRole(t, bin, kubeconfig, "provider", "provider", "libvirt", "--provider-name", idleProvider)
 	controller := startRole(t, bin, kubeconfig, "controller", "controller")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("provider output:\n%s", provider.out.Bytes())
-			t.Logf("controller output:\n%s", controller.out.Bytes())
+			t.Logf("provider output:\n%s", provider.Output())
+			t.Logf("controller output:\n%s", controller.Output())
 		}
 	})
 
@@ -309,7 +282,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 	// (a) Frozen: SIGSTOP.
 	vmB := s.vm(ns, "idle-"+run+"-b", banlieuev1.PoweredOff)
 	t.Run("SIGSTOP while idle", func(t *testing.T) {
-		pid := s.libvirtdPID(t)
+		pid := s.lab.DaemonPID(t)
 		s.freeze(t, pid)
 		stopped := time.Now()
 		if err := s.c.Create(ctx, vmB); err != nil {
@@ -321,7 +294,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 			providerAt, machineAt   time.Duration
 			providerMsg, machineMsg string
 		)
-		eventually(t, keepaliveWindow+15*time.Second, "Provider ConnectFailed and machine "+vmB.Name+" ReconcileFailed", func() (bool, string) {
+		testenv.Eventually(t, keepaliveWindow+15*time.Second, "Provider ConnectFailed and machine "+vmB.Name+" ReconcileFailed", func() error {
 			pc := s.providerReady(ctx, t)
 			if providerAt == 0 && pc.Status == metav1.ConditionFalse && pc.Reason == banlieuev1.ReasonConnectFailed {
 				providerAt, providerMsg = time.Since(stopped), pc.Message
@@ -330,7 +303,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 			if machineAt == 0 && mc.Status == metav1.ConditionFalse && mc.Reason == infrav1.ReasonReconcileFailed {
 				machineAt, machineMsg = time.Since(stopped), mc.Message
 			}
-			return providerAt != 0 && machineAt != 0, fmt.Sprintf("Provider %s %s; machine %s %s", pc.Status, pc.Reason, mc.Status, mc.Reason)
+			return testenv.Unmet(providerAt != 0 && machineAt != 0, fmt.Sprintf("Provider %s %s; machine %s %s", pc.Status, pc.Reason, mc.Status, mc.Reason))
 		})
 		t.Logf("frozen libvirtd: Provider ConnectFailed after %s: %q", providerAt.Round(time.Millisecond), providerMsg)
 		t.Logf("frozen libvirtd: machine %s ReconcileFailed after %s: %q", vmB.Name, machineAt.Round(time.Millisecond), machineMsg)
@@ -426,9 +399,9 @@ func (s *labSuite) machineReady(ctx context.Context, t *testing.T, vm *banlieuev
 func (s *labSuite) waitProvider(ctx context.Context, t *testing.T, status metav1.ConditionStatus, reason string, timeout time.Duration) string {
 	t.Helper()
 	var c metav1.Condition
-	eventually(t, timeout, "Provider Ready="+string(status)+" "+reason, func() (bool, string) {
+	testenv.Eventually(t, timeout, "Provider Ready="+string(status)+" "+reason, func() error {
 		c = s.providerReady(ctx, t)
-		return c.Status == status && c.Reason == reason, fmt.Sprintf("Ready=%s %s %q", c.Status, c.Reason, c.Message)
+		return testenv.Unmet(c.Status == status && c.Reason == reason, fmt.Sprintf("Ready=%s %s %q", c.Status, c.Reason, c.Message))
 	})
 	return c.Message
 }
@@ -437,13 +410,13 @@ func (s *labSuite) waitProvider(ctx context.Context, t *testing.T, status metav1
 func (s *labSuite) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, timeout time.Duration) string {
 	t.Helper()
 	var uuid string
-	eventually(t, timeout, "LibvirtMachine "+vm.Name+" realised, powered off", func() (bool, string) {
+	testenv.Eventually(t, timeout, "LibvirtMachine "+vm.Name+" realised, powered off", func() error {
 		m, err := s.getMachine(ctx, vm)
 		if err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		uuid = m.Status.DomainUUID
-		return uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, banlieuev1.ConditionReady)
+		return testenv.Unmet(uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, "Ready"))
 	})
 	return uuid
 }
@@ -458,20 +431,6 @@ func (s *labSuite) checkUUID(ctx context.Context, t *testing.T, vm *banlieuev1.V
 	if m.Status.DomainUUID != want {
 		t.Errorf("%s: status.domainUuid %s, was %s before the fault", vm.Name, m.Status.DomainUUID, want)
 	}
-}
-
-// libvirtdPID is the lab daemon's PID, from the file hack/libvirt-lab.sh keeps.
-func (s *labSuite) libvirtdPID(t *testing.T) int {
-	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
 }
 
 // freeze sends SIGSTOP to libvirtd. The lab is shared, so it must never stay frozen: a detached

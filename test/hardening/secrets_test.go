@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +28,6 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 const ns = "banlieue-hardening"
@@ -64,65 +61,17 @@ func leak(b []byte, needles []string) string {
 	return ""
 }
 
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 type proc struct {
 	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
+	*testenv.Process
 }
 
-// startRole runs one role of the binary until the test ends.
+// startRole runs one role of the binary, watching ns, until the test ends.
 func startRole(t *testing.T, bin, kubeconfig, name string, args ...string) *proc {
 	t.Helper()
-	args = append(args, "--kubeconfig", kubeconfig, "--namespace", ns, "--no-leader-elect",
-		"--health-port", freePort(t), "--metrics-port", "0")
-	cmd := exec.Command(bin, args...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, out: out}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	return p
+	args = append(args, "--namespace", ns, "--no-leader-elect",
+		"--health-port", strconv.Itoa(testenv.FreePort(t)), "--metrics-port", "0")
+	return &proc{name: name, Process: testenv.StartRole(t, bin, kubeconfig, args...)}
 }
 
 // banlieuePIDs are the running processes executing bin (the roles and anything they start).
@@ -166,11 +115,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	if abs, err := filepath.EvalSymlinks(bin); err == nil {
 		bin = abs
 	}
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	kubeconfig := env.Kubeconfig(t)
 	keyPEM := lab.Read(t, "clientkey.pem")
 	needles := secretNeedles(keyPEM)
 	if len(needles) < 3 {
@@ -240,7 +189,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			for _, p := range procs {
-				t.Logf("%s output:\n%s", p.name, p.out.Bytes())
+				t.Logf("%s output:\n%s", p.name, p.Output())
 			}
 			t.Fatalf("providers never reported: edge-a %+v, broken %+v", edgeA.Status.Conditions, broken.Status.Conditions)
 		}
@@ -268,7 +217,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 
 	for _, p := range procs {
-		if n := leak(p.out.Bytes(), needles); n != "" {
+		if n := leak(p.Output(), needles); n != "" {
 			t.Errorf("%s output contains client key material %q", p.name, n)
 		}
 	}

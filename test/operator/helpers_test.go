@@ -24,22 +24,6 @@ import (
 // timeout bounds every wait; the operator reacts to watches within milliseconds.
 const timeout = 15 * time.Second
 
-// eventually polls check until it returns nil or timeout passes.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // repoFile decodes a file of the repository (an example or a generated manifest) into obj.
 func repoFile(t *testing.T, rel string, obj any) {
 	t.Helper()

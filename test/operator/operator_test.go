@@ -83,7 +83,7 @@ func TestOperator(t *testing.T) {
 	t.Run("the guide's Provider gets its whole workload", func(t *testing.T) { testWorkload(ctx, t, admin, &p) })
 	t.Run("ProviderClass Ready once the ClusterRole is installed", func(t *testing.T) {
 		installClusterRole(ctx, t, admin, "config/rbac/provider-libvirt/role.yaml")
-		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
+		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, "Ready", 1)
 	})
 	t.Run("granted permissions, proven by impersonation", func(t *testing.T) { testGrants(ctx, t, env, &p) })
 	t.Run("the operator cannot escalate", func(t *testing.T) {
@@ -117,12 +117,9 @@ func startOperator(ctx context.Context, t *testing.T, env *testenv.Env, opts ope
 	if err := operator.Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
+	stop := testenv.StartManager(t, mgr)
 	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("manager: %v", err)
 		}
 	})
@@ -140,7 +137,7 @@ func bind(ctx context.Context, t *testing.T, admin client.Client, role, ns, sa s
 
 func waitClassReady(ctx context.Context, t *testing.T, c client.Client, name string, status metav1.ConditionStatus, reason string, providers int32) {
 	t.Helper()
-	eventually(t, "ProviderClass "+name+" status", func() error {
+	testenv.Eventually(t, timeout, "ProviderClass "+name+" status", func() error {
 		var class banlieuev1.ProviderClass
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &class); err != nil {
 			return err
@@ -165,7 +162,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		"app.kubernetes.io/instance":     workload,
 	}
 	var dep appsv1.Deployment
-	eventually(t, "Deployment", func() error {
+	testenv.Eventually(t, timeout, "Deployment", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep)
 	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
@@ -256,7 +253,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		t.Errorf("resources %+v", r)
 	}
 
-	eventually(t, "status.workload and finalizer", func() error {
+	testenv.Eventually(t, timeout, "status.workload and finalizer", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
@@ -272,7 +269,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	if len(p.Status.Conditions) != 0 {
 		t.Errorf("the operator must not write conditions: %+v", p.Status.Conditions)
 	}
-	eventually(t, "WorkloadApplied event", func() error {
+	testenv.Eventually(t, timeout, "WorkloadApplied event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadApplied, workload)
 	})
 }
@@ -325,7 +322,7 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 		t.Fatal(err)
 	}
 	patchClass(ctx, t, c, "libvirt", func(cl *banlieuev1.ProviderClass) { cl.Spec.Image.Tag = "v0.2.0" })
-	eventually(t, "Deployment image after a tag change", func() error {
+	testenv.Eventually(t, timeout, "Deployment image after a tag change", func() error {
 		var dep appsv1.Deployment
 		if err := c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep); err != nil {
 			return err
@@ -337,7 +334,7 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 		return nil
 	})
 	// Another workload status write has happened once the tag change was applied.
-	eventually(t, "provider conditions kept next to status.workload", func() error {
+	testenv.Eventually(t, timeout, "provider conditions kept next to status.workload", func() error {
 		var got banlieuev1.Provider
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
 			return err
@@ -351,7 +348,7 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 
 func testPaused(ctx context.Context, t *testing.T, c client.Client) {
 	patchClass(ctx, t, c, "libvirt", func(cl *banlieuev1.ProviderClass) { cl.Spec.Paused = true })
-	eventually(t, "ReconcileSkipped event", func() error {
+	testenv.Eventually(t, timeout, "ReconcileSkipped event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonReconcileSkipped, "ProviderClass libvirt is paused")
 	})
 	patchClass(ctx, t, c, "libvirt", func(cl *banlieuev1.ProviderClass) { cl.Spec.Paused = false })
@@ -359,7 +356,7 @@ func testPaused(ctx context.Context, t *testing.T, c client.Client) {
 
 func testMissingClass(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {
 	patchProvider(ctx, t, c, p, func(p *banlieuev1.Provider) { p.Spec.ProviderClassRef.Name = "libvirt-b" })
-	eventually(t, "ProviderClassNotFound event", func() error {
+	testenv.Eventually(t, timeout, "ProviderClassNotFound event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonProviderClassNotFound, `"libvirt-b"`)
 	})
 }
@@ -374,7 +371,7 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		t.Fatal(err)
 	}
 	const workloadB = "banlieue-provider-libvirt-b-libvirt-edge-host-7"
-	eventually(t, "workload of the new class", func() error {
+	testenv.Eventually(t, timeout, "workload of the new class", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workloadB}, &appsv1.Deployment{})
 	})
 	for _, obj := range []client.Object{
@@ -386,13 +383,13 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crbName}},
 	} {
-		eventually(t, fmt.Sprintf("old %T %s pruned", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
+		testenv.Eventually(t, timeout, fmt.Sprintf("old %T %s pruned", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
-	eventually(t, "WorkloadPruned event", func() error {
+	testenv.Eventually(t, timeout, "WorkloadPruned event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadPruned, workload)
 	})
-	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
+	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, "Ready", 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 1)
 }
 
 func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {
@@ -411,12 +408,12 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB + "-import"}},
 	} {
 		// envtest runs no garbage collector: everything must go through the operator's cleanup.
-		eventually(t, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
+		testenv.Eventually(t, timeout, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
-	eventually(t, "WorkloadDeleted event", func() error {
+	testenv.Eventually(t, timeout, "WorkloadDeleted event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadDeleted, "")
 	})
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 0)
 }
 
 func patchClass(ctx context.Context, t *testing.T, c client.Client, name string, mutate func(*banlieuev1.ProviderClass)) {

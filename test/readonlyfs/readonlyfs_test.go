@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,13 +23,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/nocloud"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 // writeError is what a process prints when it tried to write where it may not.
@@ -42,19 +39,11 @@ func requireRoot(t *testing.T) string {
 	unshare, err := exec.LookPath("unshare")
 	switch {
 	case os.Geteuid() != 0:
-		skipOrFail(t, "needs root to remount / read-only in a private mount namespace")
+		testenv.MissingPrerequisite(t, "needs root to remount / read-only in a private mount namespace")
 	case err != nil:
-		skipOrFail(t, "needs unshare (util-linux): "+err.Error())
+		testenv.MissingPrerequisite(t, "needs unshare (util-linux): "+err.Error())
 	}
 	return unshare
-}
-
-func skipOrFail(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }
 
 // mount is one line of /proc/self/mountinfo.
@@ -172,7 +161,7 @@ const seedUUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 // root.
 func TestSeedBuild(t *testing.T) {
 	unshare := requireRoot(t)
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	want := seedImage(t)
 
 	t.Run("to a file on a writable volume", func(t *testing.T) {
@@ -264,8 +253,8 @@ var roles = []struct {
 func TestRolesOnReadOnlyRoot(t *testing.T) {
 	unshare := requireRoot(t)
 	env := testenv.Start(t)
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 
 	manifest := filepath.Join(t.TempDir(), "objects.yaml")
 	if err := os.WriteFile(manifest, []byte(objects), 0o600); err != nil {
@@ -282,7 +271,7 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 	cwd := readOnlyDir(t)
 	procs := make([]*process, len(roles))
 	for i, r := range roles {
-		health, metrics := freePort(t), freePort(t)
+		health, metrics := testenv.FreePort(t), testenv.FreePort(t)
 		args := append(append([]string{bin}, r.args...), "--kubeconfig", kubeconfig, "--no-leader-elect",
 			"--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
 		procs[i] = start(t, readOnly(t, unshare, cwd, nil, args...), health, metrics)
@@ -295,7 +284,7 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for reconciles(p.get(t, p.metrics, "/metrics"), r.controller) == 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("no banlieue_reconcile_total for controller %q after 30 s\n%s", r.controller, p.output.String())
+					t.Fatalf("no banlieue_reconcile_total for controller %q after 30 s\n%s", r.controller, string(p.Output()))
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -307,15 +296,15 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 		t.Run(r.name+" keeps running", func(t *testing.T) {
 			p := procs[i]
 			select {
-			case <-p.exited:
-				t.Fatalf("exited: %v\n%s", p.err, p.output.String())
+			case <-p.Exited():
+				t.Fatalf("exited: %v\n%s", p.Err(), string(p.Output()))
 			default:
 			}
 			if code, body := p.request(p.health, "/readyz"); code != 200 {
 				t.Errorf("/readyz %d %s", code, body)
 			}
-			if m := writeError.FindString(p.output.String()); m != "" {
-				t.Errorf("output mentions %q:\n%s", m, p.output.String())
+			if m := writeError.FindString(string(p.Output())); m != "" {
+				t.Errorf("output mentions %q:\n%s", m, string(p.Output()))
 			}
 		})
 	}
@@ -337,26 +326,14 @@ func reconciles(metrics, controller string) float64 {
 }
 
 type process struct {
+	*testenv.Process
 	health, metrics int
-	output          *syncBuffer
-	exited          chan struct{}
-	err             error
 }
 
 func start(t *testing.T, cmd *exec.Cmd, health, metrics int) *process {
 	t.Helper()
-	p := &process{health: health, metrics: metrics, output: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.output, p.output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		// unshare and sh exec into banlieue, so this PID is the role itself.
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
+	// unshare and sh exec into banlieue, so the PID StartProcess signals is the role itself.
+	return &process{Process: testenv.StartProcess(t, cmd), health: health, metrics: metrics}
 }
 
 func (p *process) request(port int, path string) (int, string) {
@@ -386,8 +363,8 @@ func (p *process) waitFor(t *testing.T, path string, port, want int, timeout tim
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
-		case <-p.exited:
-			t.Fatalf("exited before %s answered %d: %v\n%s", path, want, p.err, p.output.String())
+		case <-p.Exited():
+			t.Fatalf("exited before %s answered %d: %v\n%s", path, want, p.Err(), string(p.Output()))
 		default:
 		}
 		code, body := p.request(port, path)
@@ -395,36 +372,8 @@ func (p *process) waitFor(t *testing.T, path string, port, want int, timeout tim
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d %s, want %d\n%s", path, code, strings.TrimSpace(body), want, p.output.String())
+			t.Fatalf("%s: %d %s, want %d\n%s", path, code, strings.TrimSpace(body), want, string(p.Output()))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

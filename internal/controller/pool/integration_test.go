@@ -19,12 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -49,16 +46,16 @@ func TestPoolsAndClaimsAgainstAPIServer(t *testing.T) {
 
 	// Two processes: the first runs both controllers, the second a competing claim controller
 	// with its own cache and several workers, so binds race for real.
-	first := newManager(t, env)
+	first := env.NewManager(t)
 	if err := Setup(first, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	second := newManager(t, env)
+	second := env.NewManager(t)
 	if err := setupClaim(second, Options{}, 8); err != nil {
 		t.Fatal(err)
 	}
 	for _, mgr := range []ctrl.Manager{first, second} {
-		go func() { _ = mgr.Start(ctx) }()
+		testenv.StartManager(t, mgr)
 	}
 
 	s := &suite{c: env.Client}
@@ -72,20 +69,6 @@ func TestPoolsAndClaimsAgainstAPIServer(t *testing.T) {
 		t.Run("a VM labelled by hand is no member of the pool", func(t *testing.T) { t.Parallel(); s.testPoolSparesBystanders(ctx, t) })
 		t.Run("examples 18 and 19", func(t *testing.T) { t.Parallel(); s.testExamples(ctx, t) })
 	})
-}
-
-func newManager(t *testing.T, env *testenv.Env) ctrl.Manager {
-	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mgr
 }
 
 func (s *suite) testScale(ctx context.Context, t *testing.T) {
@@ -106,9 +89,9 @@ func (s *suite) testScale(ctx context.Context, t *testing.T) {
 	}
 
 	s.setWarm(ctx, t, ns, "web", 2)
-	s.eventually(t, "scale down to 2", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "scale down to 2", func() error {
 		vms := s.members(ctx, t, ns, "web")
-		return len(vms) == 2, fmt.Sprintf("%d members", len(vms))
+		return testenv.Unmet(len(vms) == 2, fmt.Sprintf("%d members", len(vms)))
 	})
 	s.waitPool(ctx, t, ns, "web", "2 available", func(p *banlieuev1.VirtualMachinePool) bool {
 		return p.Status.Available == 2 && p.Status.Replicas == 2
@@ -133,7 +116,7 @@ func (s *suite) testRecycle(ctx context.Context, t *testing.T) {
 	s.fill(ctx, t, ns, "web", 3, 1)
 
 	s.setChecksum(ctx, t, "img-recycle", "sha256:"+strings.Repeat("b", 64))
-	s.eventually(t, "every unclaimed member on the new revision", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "every unclaimed member on the new revision", func() error {
 		vms := s.members(ctx, t, ns, "web")
 		provisioning, fresh, stale := 0, 0, 0
 		for _, vm := range vms {
@@ -155,7 +138,7 @@ func (s *suite) testRecycle(ctx context.Context, t *testing.T) {
 			t.Errorf("%d unclaimed members alive with one claimed, maxReplicas is 4", fresh+stale+provisioning)
 		}
 		s.readyAll(ctx, t, vms)
-		return fresh == 3 && stale == 0 && provisioning == 0, fmt.Sprintf("fresh %d, stale %d, provisioning %d", fresh, stale, provisioning)
+		return testenv.Unmet(fresh == 3 && stale == 0 && provisioning == 0, fmt.Sprintf("fresh %d, stale %d, provisioning %d", fresh, stale, provisioning))
 	})
 	var vm banlieuev1.VirtualMachine
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: held}, &vm); err != nil || vm.Labels[banlieuev1.LabelPoolImageRevision] != strings.Repeat("a", 12) {
@@ -175,11 +158,11 @@ func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
 	addr.Spec.Addressing = &banlieuev1.PoolAddressing{Interface: "nic0", Pool: []string{"10.0.0.1-10.0.0.2"}, Prefix: 24, Gateway: "10.0.0.254"}
 	s.create(ctx, t, addr)
 	// Members that report no readiness at all would be ReadinessSignalAbsent first.
-	s.eventually(t, "pool addr: Capacity=False AddressRangeExhausted", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "pool addr: Capacity=False AddressRangeExhausted", func() error {
 		s.readyAll(ctx, t, s.members(ctx, t, ns, "addr"))
 		p := s.getPool(ctx, t, ns, "addr")
-		return hasCondition(p.Status.Conditions, banlieuev1.ConditionCapacity, metav1.ConditionFalse, banlieuev1.ReasonAddressRangeExhausted,
-			"1 member(s) not created: address range exhausted"), fmt.Sprintf("%+v", p.Status)
+		return testenv.Unmet(hasCondition(p.Status.Conditions, banlieuev1.ConditionCapacity, metav1.ConditionFalse, banlieuev1.ReasonAddressRangeExhausted,
+			"1 member(s) not created: address range exhausted"), fmt.Sprintf("%+v", p.Status))
 	})
 	got := map[string]bool{}
 	for _, vm := range s.members(ctx, t, ns, "addr") {
@@ -215,10 +198,10 @@ func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
 	signal := poolOf(ns, "signal", "img-capacity", 1, 1, 1)
 	signal.Spec.Readiness = banlieuev1.ReadinessGuestReady
 	s.create(ctx, t, signal)
-	s.eventually(t, "a member to mark", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "a member to mark", func() error {
 		vms := s.members(ctx, t, ns, "signal")
 		s.readyAll(ctx, t, vms) // InfrastructureReady only: the image never announces itself
-		return len(vms) == 1, fmt.Sprintf("%d members", len(vms))
+		return testenv.Unmet(len(vms) == 1, fmt.Sprintf("%d members", len(vms)))
 	})
 	s.waitPool(ctx, t, ns, "signal", "ReadinessSignalAbsent", func(p *banlieuev1.VirtualMachinePool) bool {
 		return hasCondition(p.Status.Conditions, banlieuev1.ConditionWarm, metav1.ConditionFalse, banlieuev1.ReasonReadinessSignalAbsent,
@@ -245,7 +228,7 @@ func (s *suite) testRace(ctx context.Context, t *testing.T) {
 	wg.Wait()
 
 	var claims banlieuev1.VirtualMachineClaimList
-	s.eventually(t, "5 bound, 15 pending", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "5 bound, 15 pending", func() error {
 		if err := s.c.List(ctx, &claims, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +241,7 @@ func (s *suite) testRace(ctx context.Context, t *testing.T) {
 				pending++
 			}
 		}
-		return bound == 5 && pending == 15, fmt.Sprintf("%d bound, %d pending", bound, pending)
+		return testenv.Unmet(bound == 5 && pending == 15, fmt.Sprintf("%d bound, %d pending", bound, pending))
 	})
 	// Long enough for every pending claim to look again (3 s) and for a second bind to show.
 	time.Sleep(4 * time.Second)
@@ -451,9 +434,9 @@ func (s *suite) testPoolSparesBystanders(ctx context.Context, t *testing.T) {
 	}
 
 	s.setWarm(ctx, t, ns, "web", 0)
-	s.eventually(t, "the pool's own members deleted", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "the pool's own members deleted", func() error {
 		own := s.controlledBy(ctx, t, ns, pool.UID)
-		return len(own) == 0, fmt.Sprintf("%d members", len(own))
+		return testenv.Unmet(len(own) == 0, fmt.Sprintf("%d members", len(own)))
 	})
 	spared("after the scale-down")
 	s.waitPool(ctx, t, ns, "web", "nothing counted", func(p *banlieuev1.VirtualMachinePool) bool {
@@ -540,11 +523,11 @@ func (s *suite) testExamples(ctx context.Context, t *testing.T) {
 	}
 	// The pool refills behind the claim with the next address. Waited for, not read once: the
 	// pool may not have counted the claim yet, and then it is still "full" for a moment.
-	s.eventually(t, "the refill takes 192.0.2.12", func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, "the refill takes 192.0.2.12", func() error {
 		for _, m := range s.members(ctx, t, ns, pool.Name) {
 			addresses[m.Spec.NetworkOverrides[0].Static.Address] = true
 		}
-		return addresses["192.0.2.12"], fmt.Sprintf("addresses %v", addresses)
+		return testenv.Unmet(addresses["192.0.2.12"], fmt.Sprintf("addresses %v", addresses))
 	})
 	s.fill(ctx, t, ns, pool.Name, pool.Spec.WarmReplicas, 2)
 }
@@ -564,7 +547,7 @@ func readExample(t *testing.T, name string, obj any) {
 // checking that no more than surge members are ever provisioning at once.
 func (s *suite) fill(ctx context.Context, t *testing.T, ns, pool string, want int32, surge int) {
 	t.Helper()
-	s.eventually(t, fmt.Sprintf("pool %s filled to %d", pool, want), func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("pool %s filled to %d", pool, want), func() error {
 		vms := s.members(ctx, t, ns, pool)
 		provisioning := 0
 		for _, vm := range vms {
@@ -577,8 +560,8 @@ func (s *suite) fill(ctx context.Context, t *testing.T, ns, pool string, want in
 		}
 		s.readyAll(ctx, t, vms)
 		p := s.getPool(ctx, t, ns, pool)
-		return p.Status.Available == want && p.Status.Provisioning == 0 && provisioning == 0,
-			fmt.Sprintf("status %+v, %d provisioning", p.Status, provisioning)
+		return testenv.Unmet(p.Status.Available == want && p.Status.Provisioning == 0 && provisioning == 0,
+			fmt.Sprintf("status %+v, %d provisioning", p.Status, provisioning))
 	})
 }
 
@@ -717,9 +700,9 @@ func (s *suite) getClaim(ctx context.Context, t *testing.T, ns, name string) *ba
 
 func (s *suite) waitPool(ctx context.Context, t *testing.T, ns, name, what string, ok func(*banlieuev1.VirtualMachinePool) bool) {
 	t.Helper()
-	s.eventually(t, fmt.Sprintf("pool %s: %s", name, what), func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("pool %s: %s", name, what), func() error {
 		p := s.getPool(ctx, t, ns, name)
-		return ok(p), fmt.Sprintf("%+v", p.Status)
+		return testenv.Unmet(ok(p), fmt.Sprintf("%+v", p.Status))
 	})
 }
 
@@ -727,37 +710,22 @@ func (s *suite) waitClaim(ctx context.Context, t *testing.T, ns, name, what stri
 	ok func(*banlieuev1.VirtualMachineClaim) bool) *banlieuev1.VirtualMachineClaim {
 	t.Helper()
 	var c *banlieuev1.VirtualMachineClaim
-	s.eventually(t, fmt.Sprintf("claim %s: %s", name, what), func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("claim %s: %s", name, what), func() error {
 		c = s.getClaim(ctx, t, ns, name)
-		return ok(c), fmt.Sprintf("%+v", c.Status)
+		return testenv.Unmet(ok(c), fmt.Sprintf("%+v", c.Status))
 	})
 	return c
 }
 
 func (s *suite) waitGone(ctx context.Context, t *testing.T, obj client.Object) {
 	t.Helper()
-	s.eventually(t, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() (bool, string) {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func() error {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err))
 	})
 }
 
 // eventually polls cond until it holds, failing with cond's last explanation after waitTimeout.
-func (s *suite) eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last: %s", what, detail)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func hasCondition(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string) bool {
 	c := meta.FindStatusCondition(conds, typ)
 	return c != nil && c.Status == status && c.Reason == reason && c.Message == msg

@@ -35,7 +35,7 @@ type MachineReconciler struct {
 	// APIReader reads the Provider's Secret and CA uncached, by name, and the machine's volume
 	// record when the cache may lag behind it.
 	APIReader   client.Reader
-	Connections *hostconn.Pool
+	Connections *hostconn.Connections
 	// ProviderName, when set, limits this process to the machines of one Provider.
 	ProviderName string
 	// startingUp holds when each machine's domain was first seen "starting up" (stuckStart).

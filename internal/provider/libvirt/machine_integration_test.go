@@ -22,6 +22,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -34,7 +35,7 @@ type machineSuite struct {
 }
 
 func TestMachineAgainstLabHost(t *testing.T) {
-	ctx, ps := startLabSuite(t, func(mgr ctrl.Manager, conns *hostconn.Pool) error {
+	ctx, ps := startLabSuite(t, func(mgr ctrl.Manager, conns *hostconn.Connections) error {
 		r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second}
 		return r.SetupWithManager(mgr)
 	})
@@ -69,18 +70,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 
 func (s *machineSuite) createPool(ctx context.Context, t *testing.T) {
 	t.Helper()
-	dir := filepath.Join(s.lab.Dir, "pools", s.pool)
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := s.host.StoragePoolCreateXML(ctx, dirPoolXML(s.pool, dir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.host.StoragePoolDestroy(context.Background(), pool)
-		_ = os.RemoveAll(dir)
-	})
+	pool := labhost.CreatePool(ctx, t, s.host, s.lab, s.pool)
 	xml, err := renderVolume(volumeSpec{name: s.bootName, capacity: 1 << 20, format: formatRaw})
 	if err != nil {
 		t.Fatal(err)
@@ -110,18 +100,12 @@ func (s *machineSuite) machine(namespace, name string) *infrav1.LibvirtMachine {
 func (s *machineSuite) waitMachine(ctx context.Context, t *testing.T, key client.ObjectKey, timeout time.Duration,
 	ok func(*infrav1.LibvirtMachine) bool) *infrav1.LibvirtMachine {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var m infrav1.LibvirtMachine
-	for {
+	testenv.Eventually(t, timeout, fmt.Sprintf("LibvirtMachine %s reaching the expected status", key), func() error {
 		err := s.env.Client.Get(ctx, key, &m)
-		if err == nil && ok(&m) {
-			return &m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LibvirtMachine %s did not reach the expected status in %s; last: %+v (%v)", key, timeout, m.Status, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return testenv.Unmet(err == nil && ok(&m), fmt.Sprintf("%+v (%v)", m.Status, err))
+	})
+	return &m
 }
 
 func machineReady(m *infrav1.LibvirtMachine) bool {
@@ -233,10 +217,7 @@ func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvi
 func (s *machineSuite) downloadSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) string {
 	t.Helper()
 	if _, err := exec.LookPath("isoinfo"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("isoinfo missing (genisoimage)")
-		}
-		t.Skip("isoinfo missing (genisoimage)")
+		testenv.MissingPrerequisite(t, "isoinfo missing (genisoimage)")
 	}
 	var buf bytes.Buffer
 	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
@@ -260,18 +241,11 @@ func isoFile(t *testing.T, iso, name string) string {
 
 func (s *machineSuite) waitGone(ctx context.Context, t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("LibvirtMachine %s gone", key), func() error {
 		var m infrav1.LibvirtMachine
 		err := s.env.Client.Get(ctx, key, &m)
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LibvirtMachine %s still exists: %+v", key, m.Status.Conditions)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still exists: %+v", m.Status.Conditions))
+	})
 }
 
 func (s *machineSuite) testTwoNamespaces(ctx context.Context, t *testing.T) {

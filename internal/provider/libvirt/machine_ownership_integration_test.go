@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,17 +34,8 @@ func (s *machineSuite) addNamespace(ctx context.Context, t *testing.T, ns string
 	p := s.guideProvider("lab")
 	p.Namespace = ns
 	p.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, p,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: ns},
-			Data: map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: ns},
-			Data: map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))}},
-	} {
-		if err := s.env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.env.CreateLabNamespace(ctx, t, s.lab, ns, "libvirt-edge-creds", "libvirt-edge-ca")
+	s.env.Create(ctx, t, p)
 }
 
 // waitReason waits until the machine's Ready condition has reason.

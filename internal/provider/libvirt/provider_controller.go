@@ -47,7 +47,7 @@ type ProviderReconciler struct {
 	Client client.Client
 	// APIReader reads Secrets and ConfigMaps uncached: the provider may only get them by name.
 	APIReader   client.Reader
-	Connections *hostconn.Pool
+	Connections *hostconn.Connections
 	// Resync is how often a healthy Provider is probed again; zero means every 30 s. Tests
 	// shorten it to watch a host change without touching the object.
 	Resync time.Duration

@@ -14,15 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
@@ -40,47 +35,30 @@ type providerSuite struct {
 
 // startLabSuite starts a real API server, a manager running what setup registers, and dials the
 // lab libvirtd; it creates the namespace and the guide's credentials Secret and CA ConfigMap.
-func startLabSuite(t *testing.T, setup func(ctrl.Manager, *hostconn.Pool) error) (context.Context, *providerSuite) {
+func startLabSuite(t *testing.T, setup func(ctrl.Manager, *hostconn.Connections) error) (context.Context, *providerSuite) {
 	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
+	testenv.SetLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
 	s := &providerSuite{env: env, lab: lab}
 	s.host = s.dialHost(t)
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := hostconn.NewPool()
+	mgr := env.NewManager(t)
+	conns := hostconn.NewConnections()
 	t.Cleanup(conns.Close)
 	if err := setup(mgr, conns); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = mgr.Start(ctx) }()
+	testenv.StartManager(t, mgr)
 
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	s.createCredentials(ctx, t, "libvirt-edge-creds", lab.Read(t, "clientcert.pem"), lab.Read(t, "clientkey.pem"))
-	if err := env.Client.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: testNamespace},
-		Data:       map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateLabNamespace(ctx, t, lab, testNamespace, "libvirt-edge-creds", "libvirt-edge-ca")
 	return ctx, s
 }
 
 func TestProviderAgainstLabHost(t *testing.T) {
-	ctx, s := startLabSuite(t, func(mgr ctrl.Manager, conns *hostconn.Pool) error {
+	ctx, s := startLabSuite(t, func(mgr ctrl.Manager, conns *hostconn.Connections) error {
 		r := &ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second}
 		return r.SetupWithManager(mgr)
 	})
@@ -160,36 +138,21 @@ func (s *providerSuite) createCredentials(ctx context.Context, t *testing.T, nam
 
 // guideProvider is the Provider of the guide's step 3 (and examples/02), pointed at the lab.
 func (s *providerSuite) guideProvider(name string) *banlieuev1.Provider {
-	return &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, Labels: map[string]string{"site": "lab"}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "libvirt-edge-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "libvirt-edge-ca"}},
-			},
-			Capabilities: guideCapabilities,
-		},
-	}
+	p := s.lab.Provider(testNamespace, name, "libvirt-edge-creds", "libvirt-edge-ca", guideCapabilities)
+	p.Labels = map[string]string{"site": "lab"}
+	return p
 }
 
 // waitFor polls the Provider until ok accepts it, failing with the last status seen.
 func (s *providerSuite) waitFor(ctx context.Context, t *testing.T, name string, timeout time.Duration,
 	ok func(*banlieuev1.Provider) bool) *banlieuev1.Provider {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var p banlieuev1.Provider
-	for {
+	testenv.Eventually(t, timeout, "Provider "+name+" reaching the expected status", func() error {
 		err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: name}, &p)
-		if err == nil && ok(&p) {
-			return &p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Provider %s did not reach the expected status in %s; last status: %+v (%v)", name, timeout, p.Status, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return testenv.Unmet(err == nil && ok(&p), fmt.Sprintf("status %+v (%v)", p.Status, err))
+	})
+	return &p
 }
 
 func hasCondition(p *banlieuev1.Provider, typ string, st metav1.ConditionStatus, reason string) bool {
@@ -359,14 +322,7 @@ func (s *providerSuite) testDaemonRestart(ctx context.Context, t *testing.T) {
 	}
 	s.waitFor(ctx, t, p.Name, 30*time.Second, ready)
 
-	pidText, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	restarted := false
 	restart := func() {
 		if restarted {
@@ -394,12 +350,4 @@ func (s *providerSuite) testDaemonRestart(ctx context.Context, t *testing.T) {
 		t.Errorf("recovered host must publish its failure domain again: %+v", got.Status.FailureDomains)
 	}
 	s.host = s.dialHost(t)
-}
-
-// testWriter sends controller logs to the test's log, shown when it fails or with -v.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -5,8 +5,12 @@ package labhost
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +76,64 @@ func VolumeNames(ctx context.Context, t testing.TB, c *libvirt.Client, poolName 
 	}
 	slices.Sort(names)
 	return names
+}
+
+// CreatePool starts a transient dir pool name under the lab's pools/ directory through host. When
+// t ends its volumes are deleted, the pool destroyed (a transient pool is then gone) and the
+// directory removed, over a new connection and with the pool looked up by name: libvirtd may
+// have restarted meanwhile.
+func CreatePool(ctx context.Context, t testing.TB, host *libvirt.Client, lab testenv.LibvirtLab, name string) libvirt.StoragePool {
+	t.Helper()
+	dir := filepath.Join(lab.Dir, "pools", name)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	var def strings.Builder
+	def.WriteString("<pool type='dir'><name>")
+	_ = xml.EscapeText(&def, []byte(name)) // a strings.Builder never fails a write
+	def.WriteString("</name><target><path>")
+	_ = xml.EscapeText(&def, []byte(dir))
+	def.WriteString("</path></target></pool>")
+	pool, err := host.StoragePoolCreateXML(ctx, def.String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Dialer(t, lab)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// A connection of its own: host may be closed by now (a test that restarts libvirtd
+		// redials).
+		host, err := d.Dial(ctx)
+		if err != nil {
+			return
+		}
+		defer host.Close()
+		if p, err := host.StoragePoolLookupByName(ctx, name); err == nil {
+			if vols, err := host.StoragePoolListAllVolumes(ctx, p); err == nil {
+				for _, v := range vols {
+					_ = host.StorageVolDelete(ctx, v)
+				}
+			}
+			_ = host.StoragePoolDestroy(ctx, p)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return pool
+}
+
+// RemoveDomains destroys and undefines every domain on the host whose name starts with prefix:
+// what a failed run left behind (a define that timed out on the test's side may still have
+// completed on the daemon's). Best effort, for cleanups.
+func RemoveDomains(ctx context.Context, host *libvirt.Client, prefix string) {
+	doms, err := host.ListAllDomains(ctx)
+	if err != nil {
+		return
+	}
+	for _, d := range doms {
+		if strings.HasPrefix(d.Name, prefix) {
+			_ = host.DomainDestroy(ctx, d)
+			_ = host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
+		}
+	}
 }

@@ -12,18 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	libvirtimage "banlieue.io/banlieue/internal/provider/libvirt/image"
+	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/test/jobrunner"
 )
 
@@ -43,46 +36,27 @@ func TestImagePipeline(t *testing.T) {
 	// Pools before the runner: cleanups run in reverse, so the pools outlive the last import.
 	poolA, poolB := s.createPool(ctx, t, "e2e-a"), s.createPool(ctx, t, "e2e-b")
 
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	artifacts := t.TempDir()
 	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Client: s.env.Client, Binary: bin, Kubeconfig: s.env.Kubeconfig(t),
 		Volumes: map[string]string{artifactsPVC: artifacts},
 		// What a cluster's CA bundle would do for a real mirror.
 		Env:  []string{"SSL_CERT_FILE=" + certFile},
 		Logf: t.Logf,
 	}).Start(t)
 
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
+	testenv.SetLogger(t)
+	mgr := s.env.NewManager(t)
+	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: buildNamespace, ImportImage: "banlieue:test",
+		ImportServiceAccount: importSA, Resync: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	conns := hostconn.NewPool()
-	t.Cleanup(conns.Close)
-	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
+	if err := imagebuilder.Setup(mgr, imagebuilder.Options{BuildNamespace: buildNamespace, BuildImage: "banlieue:test",
+		ArtifactsPVC: artifactsPVC, NodeSelector: map[string]string{"banlieue.io/build": "true"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&libvirtimage.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA,
-	}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&imagebuilder.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		BuildNamespace: buildNamespace, BuildImage: "banlieue:test", ArtifactsPVC: artifactsPVC,
-		NodeSelector: map[string]string{"banlieue.io/build": "true"},
-	}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mgrCtx) }()
+	testenv.StartManager(t, mgr)
 
 	s.createProvider(ctx, t, "lab", poolA, poolB)
 	pools := []string{poolA, poolB}
@@ -120,14 +94,14 @@ func TestImagePipeline(t *testing.T) {
 			return a != nil && (a.Phase == banlieuev1.BuildReady || a.Phase == banlieuev1.BuildFailed)
 		})
 		a := img.Status.BuildArtifact
-		want := fileSHA256(t, rawA)
+		want := testenv.FileSHA256(t, rawA)
 		if a.Phase != banlieuev1.BuildReady || a.Reason != banlieuev1.ReasonReconciled || a.Kind != banlieuev1.ArtifactCloudImage ||
 			a.File != "cirros.raw" || a.Checksum != "sha256:"+want || a.SizeBytes != 16<<20 ||
 			a.PVCRef == nil || a.PVCRef.Name != artifactsPVC ||
 			a.JobRef == nil || a.JobRef.Name != "build-cirros" || a.JobRef.Namespace != buildNamespace {
 			t.Fatalf("buildArtifact = %+v", *a)
 		}
-		if got := fileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
+		if got := testenv.FileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
 			t.Errorf("artifact on the PVC differs from qemu-img convert: %s, want %s", got, want)
 		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
@@ -149,7 +123,7 @@ func TestImagePipeline(t *testing.T) {
 	t.Run("OCI containerDisk source", func(t *testing.T) {
 		start := time.Now()
 		s.createImage(ctx, t, "tiny", ociRef, "")
-		img := importedEverywhere(t, "tiny", fileSHA256(t, rawOCI))
+		img := importedEverywhere(t, "tiny", testenv.FileSHA256(t, rawOCI))
 		a := img.Status.BuildArtifact
 		if a.SourceDigest != ociDigest || a.SizeBytes != 8<<20 || a.File != "tiny.raw" {
 			t.Errorf("buildArtifact = %+v, want sourceDigest %s", *a, ociDigest)
@@ -201,7 +175,7 @@ func TestImagePipeline(t *testing.T) {
 				t.Errorf("build Jobs: %d, annotations %v", len(builds), j.Annotations)
 			}
 		}
-		want := fileSHA256(t, iso)
+		want := testenv.FileSHA256(t, iso)
 		volume := libvirtimage.ArtifactVolumeName("installer", want, true)
 		if r, _ := row(img, "lab"); r.ResolvedRef != volume {
 			t.Errorf("row = %+v, want resolvedRef %s", r, volume)
@@ -224,7 +198,7 @@ func TestImagePipeline(t *testing.T) {
 		if err := s.env.Client.Update(ctx, img); err != nil {
 			t.Fatal(err)
 		}
-		want := fileSHA256(t, rawB)
+		want := testenv.FileSHA256(t, rawB)
 		s.waitImage(ctx, t, "cirros", "rebuilt artifact Ready", func(img *banlieuev1.VMImage) bool {
 			a := img.Status.BuildArtifact
 			return a != nil && a.Phase == banlieuev1.BuildReady && a.Checksum != oldChecksum

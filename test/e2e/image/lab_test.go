@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -60,24 +58,9 @@ func newLab(t *testing.T) *lab {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.dialer = labhost.Dialer(t, s.lab)
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNamespace}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: buildNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: providerNamespace},
-			Data:       map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")},
-		},
-		&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: providerNamespace},
-			Data:       map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))},
-		},
-	}
-	for _, o := range objs {
-		if err := s.env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.env.CreateLabNamespace(ctx, t, s.lab, providerNamespace, "lab-creds", "lab-ca")
+	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: buildNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}})
 	return s
 }
 
@@ -102,10 +85,7 @@ func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not installed", tool)
-			}
-			t.Skipf("%s not installed (qemu-utils)", tool)
+			testenv.MissingPrerequisite(t, tool+" not installed (qemu-utils)")
 		}
 	}
 }
@@ -114,37 +94,8 @@ func requireTools(t *testing.T, tools ...string) {
 // test ends.
 func (s *lab) createPool(ctx context.Context, t *testing.T, prefix string) string {
 	t.Helper()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	poolName := prefix + "-" + hex.EncodeToString(b)
-	dir := filepath.Join(s.lab.Dir, "pools", poolName)
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := s.dial(ctx, t).StoragePoolCreateXML(ctx,
-		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, poolName, dir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		host, err := s.dialer.Dial(ctx)
-		if err != nil {
-			t.Errorf("removing pool %s: %v", poolName, err)
-			return
-		}
-		defer host.Close()
-		if vols, err := host.StoragePoolListAllVolumes(ctx, pool); err == nil {
-			for _, v := range vols {
-				_ = host.StorageVolDelete(ctx, v)
-			}
-		}
-		if err := host.StoragePoolDestroy(ctx, pool); err != nil {
-			t.Errorf("removing pool %s: %v", poolName, err)
-		}
-		_ = os.RemoveAll(dir)
-	})
+	poolName := prefix + "-" + testenv.RunID()
+	labhost.CreatePool(ctx, t, s.dial(ctx, t), s.lab, poolName)
 	return poolName
 }
 
@@ -155,21 +106,8 @@ func (s *lab) createProvider(ctx context.Context, t *testing.T, providerName str
 	for i, pool := range pools {
 		classes = append(classes, banlieuev1.StorageClassMapping{Name: fmt.Sprintf("sc-%d", i), Target: map[string]string{"pool": pool}})
 	}
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: providerName, Namespace: providerNamespace},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-			},
-			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: classes},
-		},
-	}
-	if err := s.env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	s.env.Create(ctx, t, s.lab.Provider(providerNamespace, providerName, "lab-creds", "lab-ca",
+		banlieuev1.ProviderCapabilities{StorageClasses: classes}))
 }
 
 func (s *lab) createImage(ctx context.Context, t *testing.T, imageName, importFrom, sum string) {
@@ -196,18 +134,13 @@ func (s *lab) image(ctx context.Context, t *testing.T, imageName string) *banlie
 // waitImage polls the image until ok accepts it, and returns it.
 func (s *lab) waitImage(ctx context.Context, t *testing.T, imageName, what string, ok func(*banlieuev1.VMImage) bool) *banlieuev1.VMImage {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		var img banlieuev1.VMImage
+	var img banlieuev1.VMImage
+	testenv.Eventually(t, waitTimeout, "VMImage "+imageName+": "+what, func() error {
+		img = banlieuev1.VMImage{}
 		err := s.env.Client.Get(ctx, client.ObjectKey{Name: imageName}, &img)
-		if err == nil && ok(&img) {
-			return &img
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("VMImage %s: %s never happened; status %s", imageName, what, dump(img.Status))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return testenv.Unmet(err == nil && ok(&img), fmt.Sprintf("status %s (%v)", dump(img.Status), err))
+	})
+	return &img
 }
 
 func dump(status banlieuev1.VMImageStatus) string {
@@ -264,7 +197,7 @@ func (s *lab) volumeSHA256(ctx context.Context, t *testing.T, poolName, volume s
 	if err != nil {
 		t.Fatalf("volume %s in pool %s: %v", volume, poolName, err)
 	}
-	return fileSHA256(t, vol.Key)
+	return testenv.FileSHA256(t, vol.Key)
 }
 
 // qcow2Image makes a qcow2 disk of size bytes with one 1 MiB block of pattern at offset, and the
@@ -282,20 +215,6 @@ func qcow2Image(t *testing.T, dir, base string, size string, pattern byte, offse
 		}
 	}
 	return qcow2, raw
-}
-
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // tlsServer serves dir over HTTPS (Range requests included) and returns its base URL and a PEM

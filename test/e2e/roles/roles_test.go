@@ -8,12 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,56 +21,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"banlieue.io/banlieue/internal/testenv"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 type process struct {
-	cmd    *exec.Cmd
+	*testenv.Process
 	health string
-	output *syncBuffer
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start runs `banlieue <args> --kubeconfig … --health-port … --metrics-port …`.
 func start(t *testing.T, bin, kubeconfig string, args ...string) (*process, int) {
 	t.Helper()
-	health, metrics := freePort(t), freePort(t)
-	args = append(args, "--kubeconfig", kubeconfig, "--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
-	cmd := exec.Command(bin, args...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return &process{cmd: cmd, health: fmt.Sprintf("http://127.0.0.1:%d", health), output: out}, metrics
+	health, metrics := testenv.FreePort(t), testenv.FreePort(t)
+	args = append(args, "--health-port", strconv.Itoa(health), "--metrics-port", strconv.Itoa(metrics))
+	return &process{Process: testenv.StartRole(t, bin, kubeconfig, args...), health: fmt.Sprintf("http://127.0.0.1:%d", health)}, metrics
 }
 
 func get(url string) (int, string) {
@@ -87,23 +48,19 @@ func get(url string) (int, string) {
 
 func waitStatus(t *testing.T, url string, want int, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := get(url)
-		if code == want {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: got %d (%s), want %d", url, code, strings.TrimSpace(body), want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var body string
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s answering %d", url, want), func() error {
+		var code int
+		code, body = get(url)
+		return testenv.Unmet(code == want, fmt.Sprintf("got %d (%s)", code, strings.TrimSpace(body)))
+	})
+	return body
 }
 
 func TestRolesFromOutside(t *testing.T) {
 	env := testenv.Start(t)
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-system"}}); err != nil {
@@ -141,16 +98,19 @@ func TestRolesFromOutside(t *testing.T) {
 		// A second replica is a ready standby: it reads the lease but does not lead.
 		standby, standbyMetrics := start(t, bin, kubeconfig, "controller", "--leader-election-identity", "second")
 		waitStatus(t, standby.health+"/readyz", 200, 60*time.Second)
-		if m := waitStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", standbyMetrics), 200, 10*time.Second); !strings.Contains(m, `banlieue_leader{role="controller"} 0`) {
-			t.Errorf("standby must report banlieue_leader 0")
-		}
+		// /readyz answers before the manager starts its runnables, the one that sets
+		// banlieue_leader among them (internal/app/metrics.go), so the gauge may need a moment.
+		testenv.Eventually(t, 10*time.Second, "standby must report banlieue_leader 0", func() error {
+			code, m := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", standbyMetrics))
+			return testenv.Unmet(code == 200 && strings.Contains(m, `banlieue_leader{role="controller"} 0`), fmt.Sprintf("/metrics %d", code))
+		})
 
 		// JSON logs: one object per line.
 		deadline = time.Now().Add(10 * time.Second)
-		for !strings.Contains(leader.output.String(), `"msg":"starting"`) && time.Now().Before(deadline) {
+		for !strings.Contains(string(leader.Output()), `"msg":"starting"`) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(leader.output.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(string(leader.Output())), "\n") {
 			var v map[string]any
 			if err := json.Unmarshal([]byte(line), &v); err != nil {
 				t.Errorf("--log-format json printed a non-JSON line: %q", line)

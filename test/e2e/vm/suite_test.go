@@ -11,8 +11,6 @@ package vm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -25,21 +23,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	"banlieue.io/banlieue/internal/controller/pool"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
-	"banlieue.io/banlieue/internal/provider/libvirt/image"
+	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -52,26 +42,24 @@ type suite struct {
 	lab  testenv.LibvirtLab
 	host *libvirt.Client
 
-	run       string
-	ns        string // Kubernetes namespace; domain names are <ns>-<vm>
-	pool      string
-	poolDir   string
-	guestDir  string
-	diskVol   string // the bootable raw disk (installMode immediate)
-	isoVol    string // the UEFI installer ISO (installMode deferred)
-	mgrStop   func()
-	logWriter *testWriter
+	run      string
+	ns       string // Kubernetes namespace; domain names are <ns>-<vm>
+	pool     string
+	poolDir  string
+	guestDir string
+	diskVol  string // the bootable raw disk (installMode immediate)
+	isoVol   string // the UEFI installer ISO (installMode deferred)
+	mgrStop  func()
+	// root is the test that started the suite: the manager, restarted from a subtest, lives as
+	// long as it.
+	root *testing.T
 }
 
 func prerequisite[T any](t *testing.T, what string, f func() (T, error)) T {
 	t.Helper()
 	v, err := f()
 	if err != nil {
-		msg := what + ": " + err.Error()
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.MissingPrerequisite(t, what+": "+err.Error())
 	}
 	return v
 }
@@ -93,15 +81,13 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 		return strings.TrimSpace(string(out)), nil
 	})
 	env := testenv.Start(t)
-	s := &suite{env: env, lab: lab, guestDir: guestDir, logWriter: &testWriter{t: t}}
-	ctrl.SetLogger(zap.New(zap.WriteTo(s.logWriter)))
+	s := &suite{env: env, lab: lab, guestDir: guestDir, root: t}
+	testenv.SetLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s.host = labhost.Dial(t, lab)
 
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	s.run = hex.EncodeToString(b)
+	s.run = testenv.RunID()
 	s.ns = "e2e-" + s.run
 	s.pool = "e2e-vm-" + s.run
 	s.diskVol = "tiny-linux-" + s.run + ".raw"
@@ -110,108 +96,45 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	s.upload(ctx, t, s.diskVol, filepath.Join(guestDir, "guest.raw"))
 	s.upload(ctx, t, s.isoVol, filepath.Join(guestDir, "guest-efi.iso"))
 
-	s.startManager(t)
+	s.startManager()
 	t.Cleanup(func() { s.mgrStop() })
 	// Registered after the pool's cleanup, so it runs before it: whatever a failed run left
 	// defined under this run's namespace goes first (a define that timed out on our side may
 	// still have completed on the daemon's).
-	t.Cleanup(func() {
-		ctx := context.Background()
-		doms, err := s.host.ListAllDomains(ctx)
-		if err != nil {
-			return
-		}
-		for _, d := range doms {
-			if strings.HasPrefix(d.Name, s.ns+"-") {
-				_ = s.host.DomainDestroy(ctx, d)
-				_ = s.host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
-			}
-		}
-	})
+	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), s.host, s.ns+"-") })
 
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: s.ns},
-			Data: map[string][]byte{"tls.crt": lab.Read(t, "clientcert.pem"), "tls.key": lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-ca", Namespace: s.ns},
-			Data: map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))}},
-		s.provider(),
-	} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.CreateLabNamespace(ctx, t, lab, s.ns, "libvirt-edge-creds", "libvirt-edge-ca")
+	env.Create(ctx, t, s.provider())
 	s.waitProviderReady(ctx, t)
 	return ctx, s
 }
 
 // startManager runs what the banlieue-controller and banlieue-provider-libvirt processes run,
 // in one manager. It can be stopped (a crash, as far as the host is concerned) and started again.
-func (s *suite) startManager(t *testing.T) {
-	t.Helper()
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := hostconn.NewPool()
+func (s *suite) startManager() {
+	t := s.root
+	mgr := s.env.NewManager(t)
 	if err := controller.Setup(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.Setup(mgr, pool.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second},
-		&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second},
-		// BackingFile sources only: no import Job is ever created.
-		&image.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-			BuildNamespace: "banlieue-imagebuild"},
-	} {
-		if err := r.SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
+	// BackingFile sources only: no import Job is ever created. The role's connections close
+	// when the manager stops.
+	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: "banlieue-imagebuild", Resync: time.Second}); err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			_, _ = s.logWriter.Write([]byte("manager: " + err.Error())) // testWriter.Write never fails
-		}
-	}()
+	stop := testenv.StartManager(t, mgr)
 	s.mgrStop = func() {
-		cancel()
-		<-done
-		conns.Close()
+		_ = stop() // logged to the test by StartManager
 	}
 }
 
 func (s *suite) createPool(ctx context.Context, t *testing.T) {
 	t.Helper()
 	s.poolDir = filepath.Join(s.lab.Dir, "pools", s.pool)
-	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := s.host.StoragePoolCreateXML(ctx,
-		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, s.pool, s.poolDir), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if vols, err := s.host.StoragePoolListAllVolumes(ctx, pool); err == nil {
-			for _, v := range vols {
-				_ = s.host.StorageVolDelete(ctx, v)
-			}
-		}
-		_ = s.host.StoragePoolDestroy(ctx, pool)
-		_ = os.RemoveAll(s.poolDir)
-	})
+	labhost.CreatePool(ctx, t, s.host, s.lab, s.pool)
 }
 
 // upload puts a local file into the pool as a raw volume, holes kept as holes.
@@ -247,29 +170,20 @@ func (s *suite) provider() *banlieuev1.Provider {
 		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}},
 		Features:       []string{"vtpm"},
 	}
-	return &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-host-7", Namespace: s.ns, Labels: map[string]string{"site": "lab"}},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "libvirt-edge-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "libvirt-edge-ca"}},
-			},
-			Capabilities: caps,
-		},
-	}
+	p := s.lab.Provider(s.ns, "libvirt-edge-host-7", "libvirt-edge-creds", "libvirt-edge-ca", caps)
+	p.Labels = map[string]string{"site": "lab"}
+	return p
 }
 
 func (s *suite) waitProviderReady(ctx context.Context, t *testing.T) {
 	t.Helper()
-	eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() (bool, string) {
+	testenv.Eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() error {
 		var p banlieuev1.Provider
 		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "libvirt-edge-host-7"}, &p); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(p.Status.Conditions, banlieuev1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status))
 	})
 }
 
@@ -318,27 +232,4 @@ func loadExample17(t *testing.T) example17 {
 		t.Fatal("examples/17 must hold a VMImage, a VMClass, a ConfigMap and a VirtualMachine")
 	}
 	return ex
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// testWriter sends controller logs to the test's log, shown when it fails or with -v.
-type testWriter struct{ t *testing.T }
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

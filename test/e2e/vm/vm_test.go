@@ -105,13 +105,13 @@ func vmLike(base *banlieuev1.VirtualMachine, name, class, image string) *banlieu
 
 func (s *suite) waitVMReady(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" Ready", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" Ready", func() error {
 		var got banlieuev1.VirtualMachine
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
-			return false, err.Error()
+			return testenv.Unmet(false, err.Error())
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
 	})
 }
 
@@ -187,11 +187,11 @@ func (s *suite) checkMachine(ctx context.Context, t *testing.T, vm *banlieuev1.V
 		return // the real domain runs no guest code here, so there is no agent to probe
 	}
 	// The agent answers and the guest announced itself: GuestReady mirrored, media ejected.
-	eventually(t, 60*time.Second, vm.Name+" GuestReady=True", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, vm.Name+" GuestReady=True", func() error {
 		var got banlieuev1.VirtualMachine
 		_ = s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got)
 		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionGuestReady)
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
 	})
 	if want.shape == infrav1.BootInstallMedia {
 		m = s.machine(ctx, t, vm)
@@ -299,14 +299,14 @@ func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.
 		t.Fatal(err)
 	}
 	if daemonDown {
-		eventually(t, 60*time.Second, "deletion blocked with a message", func() (bool, string) {
+		testenv.Eventually(t, 60*time.Second, "deletion blocked with a message", func() error {
 			var got infrav1.LibvirtMachine
 			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
-				return false, err.Error()
+				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
-			return !got.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionFalse &&
-				c.Reason == "ReconcileFailed" && strings.Contains(c.Message, "connecting to Provider"), fmt.Sprintf("%+v", c)
+			return testenv.Unmet(!got.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionFalse &&
+				c.Reason == "ReconcileFailed" && strings.Contains(c.Message, "connecting to Provider"), fmt.Sprintf("%+v", c))
 		})
 		var still banlieuev1.VirtualMachine
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &still); err != nil {
@@ -335,25 +335,18 @@ func (s *suite) checkDeletion(ctx context.Context, t *testing.T, vm *banlieuev1.
 
 func (s *suite) waitVMGone(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" gone", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "VirtualMachine "+vm.Name+" gone", func() error {
 		var got banlieuev1.VirtualMachine
 		err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got)
 		var m infrav1.LibvirtMachine
 		_ = s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &m)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v machine %+v", err, m.Status.Conditions)
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("%v machine %+v", err, m.Status.Conditions))
 	})
 }
 
 func (s *suite) stopLibvirtd(t *testing.T) {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(s.lab.Dir, "libvirtd.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := s.lab.DaemonPID(t)
 	t.Cleanup(func() { s.startLibvirtd(t) })
 	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -390,13 +383,13 @@ func (s *suite) checkCrashSafety(ctx context.Context, t *testing.T, class, image
 		if err := s.env.Client.Create(ctx, vm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "crash point "+p.name, func() (bool, string) { return p.hit(domName), "" })
+		testenv.Eventually(t, 60*time.Second, "crash point "+p.name, func() error { return testenv.Unmet(p.hit(domName), "") })
 		s.mgrStop()
 		var firstUUID string
 		if dom, err := s.host.DomainLookupByName(ctx, domName); err == nil {
 			firstUUID = dom.UUID.String()
 		}
-		s.startManager(t)
+		s.startManager()
 		s.waitVMReady(ctx, t, vm)
 		m := s.machine(ctx, t, vm)
 		dom, err := s.host.DomainLookupByName(ctx, domName)

@@ -42,7 +42,7 @@ func Resolve(ctx context.Context, r client.Reader, p *banlieuev1.Provider) (Targ
 }
 
 // Connect returns the Provider's pooled connection.
-func (p *Pool) Connect(ctx context.Context, r client.Reader, provider *banlieuev1.Provider) (*libvirt.Client, error) {
+func (p *Connections) Connect(ctx context.Context, r client.Reader, provider *banlieuev1.Provider) (*libvirt.Client, error) {
 	t, err := Resolve(ctx, r, provider)
 	if err != nil {
 		return nil, err

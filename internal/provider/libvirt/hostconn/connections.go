@@ -9,10 +9,10 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// Pool keeps one multiplexed libvirt connection per Provider, shared by every controller
+// Connections keeps one multiplexed libvirt connection per Provider, shared by every controller
 // of the process. A connection is replaced when it breaks or when the Provider's endpoint or
 // credentials change, so rotated certificates take effect on the next reconcile.
-type Pool struct {
+type Connections struct {
 	mu    sync.Mutex // guards slots only; never held while dialling
 	slots map[types.NamespacedName]*slot
 	// Dialer's zero fields take pkg/libvirt's defaults; tests may shorten keepalive.
@@ -26,17 +26,17 @@ type slot struct {
 	token   chan struct{}
 	key     string
 	client  *libvirt.Client
-	retired bool // removed from the pool by Forget or Close
+	retired bool // removed from the set by Forget or Close
 }
 
-// NewPool returns an empty pool.
-func NewPool() *Pool {
-	return &Pool{slots: map[types.NamespacedName]*slot{}}
+// NewConnections returns an empty set of connections.
+func NewConnections() *Connections {
+	return &Connections{slots: map[types.NamespacedName]*slot{}}
 }
 
 // Get returns the Provider's live connection, dialling when there is none, when it broke, or
 // when key (endpoint and credential versions) changed.
-func (p *Pool) Get(ctx context.Context, provider types.NamespacedName, endpoint libvirt.Endpoint,
+func (p *Connections) Get(ctx context.Context, provider types.NamespacedName, endpoint libvirt.Endpoint,
 	creds Credentials) (*libvirt.Client, error) {
 	for {
 		s := p.slot(provider)
@@ -75,7 +75,7 @@ func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpo
 	return c, nil
 }
 
-func (p *Pool) slot(provider types.NamespacedName) *slot {
+func (p *Connections) slot(provider types.NamespacedName) *slot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.slots[provider]
@@ -88,7 +88,7 @@ func (p *Pool) slot(provider types.NamespacedName) *slot {
 
 // Forget closes the Provider's connection, if any; the next Get dials afresh. It waits for a
 // dial of that Provider in progress, so the connection that dial makes is closed too.
-func (p *Pool) Forget(provider types.NamespacedName) {
+func (p *Connections) Forget(provider types.NamespacedName) {
 	p.mu.Lock()
 	s, ok := p.slots[provider]
 	delete(p.slots, provider)
@@ -99,7 +99,7 @@ func (p *Pool) Forget(provider types.NamespacedName) {
 }
 
 // Close closes every connection.
-func (p *Pool) Close() {
+func (p *Connections) Close() {
 	p.mu.Lock()
 	slots := p.slots
 	p.slots = map[types.NamespacedName]*slot{}

@@ -85,16 +85,16 @@ func testCredentials(t *testing.T) Credentials {
 // behind that dial.
 func TestGetDoesNotWaitOnAnotherProvidersDial(t *testing.T) {
 	const slowDial = 3 * time.Second
-	pool := NewPool()
-	pool.Dialer.Timeout = slowDial
-	t.Cleanup(pool.Close)
+	conns := NewConnections()
+	conns.Dialer.Timeout = slowDial
+	t.Cleanup(conns.Close)
 	creds := testCredentials(t)
 	frozen, other := types.NamespacedName{Namespace: "ns", Name: "frozen"}, types.NamespacedName{Namespace: "ns", Name: "other"}
 
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		_, _ = pool.Get(context.Background(), frozen, silentHost(t), creds)
+		_, _ = conns.Get(context.Background(), frozen, silentHost(t), creds)
 	}()
 	<-started
 	time.Sleep(100 * time.Millisecond) // the frozen Provider's dial is under way
@@ -111,7 +111,7 @@ func TestGetDoesNotWaitOnAnotherProvidersDial(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			_, err := pool.Get(ctx, tc.provider, silentHost(t), creds)
+			_, err := conns.Get(ctx, tc.provider, silentHost(t), creds)
 			took := time.Since(start)
 			if err == nil {
 				t.Fatal("a dial to a silent host succeeded")

@@ -26,7 +26,7 @@ const (
 )
 
 // Credentials are a Provider's TLS material and the versions of the objects it came from; the
-// pool redials when the version changes, so a rotated certificate is used on the next reconcile.
+// connection set redials when the version changes, so a rotated certificate is used on the next reconcile.
 type Credentials struct {
 	TLS     libvirt.Credentials
 	Version string

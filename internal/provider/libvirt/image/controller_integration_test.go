@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,19 +12,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 	"banlieue.io/banlieue/test/jobrunner"
 )
@@ -56,7 +52,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{0, 32 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, img.Name, "cirros.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
-		volume := ArtifactVolumeName("cirros", fileSHA256(t, src), false)
+		volume := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
 		if row.ResolvedRef != volume || row.Reason != banlieuev1.ReasonReconciled || len(row.Zones) != 2 {
 			t.Fatalf("row = %+v", row)
 		}
@@ -96,7 +92,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			}
 			return true
 		})
-		if want := ArtifactVolumeName("cirros", fileSHA256(t, src), false); row.ResolvedRef != want {
+		if want := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
 			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
 		}
 		s.assertImported(ctx, t, poolA, row.ResolvedRef, src)
@@ -145,27 +141,19 @@ func TestControllerAgainstLabHost(t *testing.T) {
 // for the kubelet, and returns the directory that stands for the artifacts PVC.
 func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	bin := jobrunner.BuildBanlieue(t)
+	bin := testenv.Banlieue(t)
 	artifacts := t.TempDir()
 	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: jobrunner.WriteKubeconfig(t, s.env.Config),
+		Client: s.env.Client, Binary: bin, Kubeconfig: s.env.Kubeconfig(t),
 		Volumes: map[string]string{artifactsPVC: artifacts}, Logf: t.Logf,
 	}).Start(t)
 	if err := s.env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}}); err != nil {
 		t.Fatal(err)
 	}
 
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	mgr, err := ctrl.NewManager(s.env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := hostconn.NewPool()
+	testenv.SetLogger(t)
+	mgr := s.env.NewManager(t)
+	conns := hostconn.NewConnections()
 	t.Cleanup(conns.Close)
 	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Connections: conns, Resync: 2 * time.Second}).SetupWithManager(mgr); err != nil {
@@ -179,9 +167,7 @@ func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mgrCtx) }()
+	testenv.StartManager(t, mgr)
 	return artifacts
 }
 
@@ -245,19 +231,18 @@ func (s *labSuite) jobUIDs(ctx context.Context, t *testing.T, image string) map[
 // waitRow polls the image until the Provider's row satisfies ok.
 func (s *labSuite) waitRow(ctx context.Context, t *testing.T, image, provider string, ok func(banlieuev1.ProviderImageStatus) bool) banlieuev1.ProviderImageStatus {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var img banlieuev1.VMImage
-	for {
+	var row banlieuev1.ProviderImageStatus
+	testenv.Eventually(t, 90*time.Second, "VMImage "+image+": row for "+provider+" matching", func() error {
 		if err := s.env.Client.Get(ctx, client.ObjectKey{Name: image}, &img); err == nil {
 			for _, r := range img.Status.PerProvider {
 				if r.ProviderName == provider && r.ProviderNamespace == providerNamespace && ok(r) {
-					return r
+					row = r
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("VMImage %s: row for %s never matched; status %+v", image, provider, img.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("status %+v", img.Status)
+	})
+	return row
 }

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +13,8 @@ import (
 	"time"
 
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
 func TestImportAgainstLabHost(t *testing.T) {
@@ -256,8 +253,8 @@ func TestImportKilledMidStream(t *testing.T) {
 	defer cancel()
 	s.createProvider(ctx, t, "lab")
 	pool := s.createPool(ctx, t, "kill")
-	bin := jobrunner.BuildBanlieue(t)
-	kubeconfig := jobrunner.WriteKubeconfig(t, s.env.Config)
+	bin := testenv.Banlieue(t)
+	kubeconfig := s.env.Kubeconfig(t)
 	src := writeFile(t, filepath.Join(t.TempDir(), "big.raw"), 1<<30, []int64{0}, 1<<30)
 	args := []string{"provider", "libvirt", "import", "--kubeconfig", kubeconfig, "--vmimage", "big",
 		"--provider", "lab", "--provider-namespace", providerNamespace, "--pool", pool.Name, "--source", src}
@@ -323,7 +320,7 @@ func (s *labSuite) assertImported(ctx context.Context, t *testing.T, pool libvir
 	if !ok {
 		t.Fatalf("volume %s not in pool %s", volume, pool.Name)
 	}
-	if got, want := fileSHA256(t, vol.Key), fileSHA256(t, src); got != want {
+	if got, want := testenv.FileSHA256(t, vol.Key), testenv.FileSHA256(t, src); got != want {
 		t.Fatalf("volume %s content differs from %s", volume, src)
 	}
 	marker, ok := vols[volume+".sha256"]
@@ -394,7 +391,7 @@ func (s *labSuite) volumeState(ctx context.Context, t *testing.T, pool libvirt.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fileSHA256(t, v.Key) + " " + fi.ModTime().String()
+	return testenv.FileSHA256(t, v.Key) + " " + fi.ModTime().String()
 }
 
 // writeFile makes a file of size bytes whose only data are n-byte random blocks at offsets;
@@ -421,20 +418,6 @@ func writeFile(t testing.TB, path string, size int64, offsets []int64, n int64) 
 		t.Fatal(err)
 	}
 	return path
-}
-
-func fileSHA256(t testing.TB, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func cmpOr(a, b string) string {

@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,23 +37,8 @@ func newLabSuite(t *testing.T) *labSuite {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.host = labhost.Dial(t, s.lab)
-	for _, ns := range []string{providerNamespace, buildNamespace} {
-		if err := s.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: providerNamespace},
-		Data:       map[string][]byte{"tls.crt": s.lab.Read(t, "clientcert.pem"), "tls.key": s.lab.Read(t, "clientkey.pem")},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.env.Client.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: providerNamespace},
-		Data:       map[string]string{"ca.crt": string(s.lab.Read(t, "cacert.pem"))},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s.env.CreateLabNamespace(ctx, t, s.lab, providerNamespace, "lab-creds", "lab-ca")
+	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: buildNamespace}})
 	return s
 }
 
@@ -68,21 +49,8 @@ func (s *labSuite) createProvider(ctx context.Context, t *testing.T, name string
 	for i, pool := range pools {
 		classes = append(classes, banlieuev1.StorageClassMapping{Name: fmt.Sprintf("sc-%d", i), Target: map[string]string{"pool": pool}})
 	}
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: providerNamespace},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{
-				Endpoint:       s.lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}},
-			},
-			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: classes},
-		},
-	}
-	if err := s.env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p := s.lab.Provider(providerNamespace, name, "lab-creds", "lab-ca", banlieuev1.ProviderCapabilities{StorageClasses: classes})
+	s.env.Create(ctx, t, p)
 	return p
 }
 
@@ -90,38 +58,13 @@ func (s *labSuite) createProvider(ctx context.Context, t *testing.T, name string
 // volumes are removed when the test ends.
 func (s *labSuite) createPool(ctx context.Context, t *testing.T, prefix string) libvirt.StoragePool {
 	t.Helper()
-	return s.createPoolNamed(ctx, t, prefix+"-"+randomHex(3))
+	return s.createPoolNamed(ctx, t, prefix+"-"+testenv.RunID())
 }
 
 // createPoolNamed is createPool with the exact name.
 func (s *labSuite) createPoolNamed(ctx context.Context, t *testing.T, name string) libvirt.StoragePool {
 	t.Helper()
-	dir := filepath.Join(s.lab.Dir, "pools", name)
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	var def strings.Builder
-	def.WriteString("<pool type='dir'><name>")
-	_ = xml.EscapeText(&def, []byte(name))
-	def.WriteString("</name><target><path>")
-	_ = xml.EscapeText(&def, []byte(dir))
-	def.WriteString("</path></target></pool>")
-	pool, err := s.host.StoragePoolCreateXML(ctx, def.String(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if vols, err := s.host.StoragePoolListAllVolumes(ctx, pool); err == nil {
-			for _, v := range vols {
-				_ = s.host.StorageVolDelete(ctx, v)
-			}
-		}
-		_ = s.host.StoragePoolDestroy(ctx, pool)
-		_ = os.RemoveAll(dir)
-	})
-	return pool
+	return labhost.CreatePool(ctx, t, s.host, s.lab, name)
 }
 
 // volumes returns the names and handles of the pool's volumes.

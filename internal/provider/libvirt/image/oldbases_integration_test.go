@@ -14,6 +14,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -56,7 +57,7 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 	importVersion := func(t *testing.T, offset int64) (volume, sum string) {
 		t.Helper()
 		writeFile(t, src, 8<<20, []int64{offset}, 1<<20)
-		sum = fileSHA256(t, src)
+		sum = testenv.FileSHA256(t, src)
 		volume = ArtifactVolumeName(image, sum, false)
 		s.publishArtifact(ctx, t, image, "gc.raw", src)
 		s.waitRow(ctx, t, image, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready && r.ResolvedRef == volume })
@@ -182,7 +183,7 @@ func (s *labSuite) assertBase(ctx context.Context, t *testing.T, pool libvirt.St
 	if _, ok := vols[markerName(volume)]; !ok {
 		t.Errorf("the marker of base %s is gone", volume)
 	}
-	if got := fileSHA256(t, v.Key); got != sum {
+	if got := testenv.FileSHA256(t, v.Key); got != sum {
 		t.Errorf("base %s holds sha256 %s, want %s", volume, got, sum)
 	}
 }
@@ -190,17 +191,10 @@ func (s *labSuite) assertBase(ctx context.Context, t *testing.T, pool libvirt.St
 // waitGone waits until neither the volume nor its marker is in the pool.
 func (s *labSuite) waitGone(ctx context.Context, t *testing.T, pool libvirt.StoragePool, volume string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s and its marker gone from pool %s", volume, pool.Name), func() error {
 		vols := s.volumes(ctx, t, pool)
 		_, hasVol := vols[volume]
 		_, hasMarker := vols[markerName(volume)]
-		if !hasVol && !hasMarker {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s pool %s still holds %s (%v) and its marker (%v)", timeout, pool.Name, volume, hasVol, hasMarker)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return testenv.Unmet(!hasVol && !hasMarker, fmt.Sprintf("volume present: %v, marker present: %v", hasVol, hasMarker))
+	})
 }

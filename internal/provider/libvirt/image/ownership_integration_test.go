@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -35,7 +36,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		img := s.createImage(ctx, t, "reimg", urlSource("reimg"))
 		src := filepath.Join(artifacts, "reimg.raw")
 		writeFile(t, src, 8<<20, []int64{0}, 1<<20)
-		oldSum := fileSHA256(t, src)
+		oldSum := testenv.FileSHA256(t, src)
 		s.publishArtifact(ctx, t, img.Name, "reimg.raw", src)
 		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
 		oldBase := row.ResolvedRef
@@ -54,7 +55,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 
 		// The artifact is rebuilt from a new importFrom: same file, other bytes.
 		writeFile(t, src, 8<<20, []int64{1 << 20}, 1<<20)
-		newSum := fileSHA256(t, src)
+		newSum := testenv.FileSHA256(t, src)
 		s.publishArtifact(ctx, t, img.Name, "reimg.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool {
 			return r.Ready && r.ResolvedRef != oldBase
@@ -63,7 +64,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
 		}
 		s.assertImported(ctx, t, pool, row.ResolvedRef, src)
-		if got := fileSHA256(t, base.Key); got != oldSum {
+		if got := testenv.FileSHA256(t, base.Key); got != oldSum {
 			t.Errorf("the base %s under the overlay changed: sha256 %s, was %s", oldBase, got, oldSum)
 		}
 		if got := s.volumeState(ctx, t, pool, oldBase+".sha256"); got != markerBefore {
@@ -86,7 +87,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		for name, src := range srcs {
 			row := s.waitRow(ctx, t, name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
 			refs[name] = row.ResolvedRef
-			if want := ArtifactVolumeName(name, fileSHA256(t, src), false); row.ResolvedRef != want {
+			if want := ArtifactVolumeName(name, testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
 				t.Errorf("VMImage %s: row names %s, want %s", name, row.ResolvedRef, want)
 			}
 		}
@@ -101,7 +102,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 	t.Run("a stranger's volume at the computed name is refused and untouched", func(t *testing.T) {
 		img := s.createImage(ctx, t, "squat", urlSource("squat"))
 		src := writeFile(t, filepath.Join(artifacts, "squat.raw"), 1<<20, []int64{0}, 1<<20)
-		name := ArtifactVolumeName("squat", fileSHA256(t, src), false)
+		name := ArtifactVolumeName("squat", testenv.FileSHA256(t, src), false)
 		s.writeVolume(ctx, t, pool, name, []byte("another tool's disk"))
 		before := s.volumeState(ctx, t, pool, name)
 		s.publishArtifact(ctx, t, img.Name, "squat.raw", src)
@@ -181,7 +182,7 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 				Name: ImportJobName("squatted", providerNamespace, "lab", names[1]), Namespace: buildNamespace,
 				Labels: map[string]string{banlieuev1.LabelComponent: importComponent, banlieuev1.LabelVMImage: "squatted", banlieuev1.LabelStoragePool: labelValue(names[1])},
 				Annotations: map[string]string{banlieuev1.AnnotationProvider: providerNamespace + "/lab",
-					banlieuev1.AnnotationArtifactChecksum: "sha256:" + fileSHA256(t, src)},
+					banlieuev1.AnnotationArtifactChecksum: "sha256:" + testenv.FileSHA256(t, src)},
 			},
 			Spec: batchv1.JobSpec{
 				Suspend: ptr.To(true),
@@ -212,7 +213,7 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		if got.UID != foreign.UID || got.ResourceVersion != foreign.ResourceVersion {
 			t.Errorf("the foreign Job was replaced or changed (uid %s, resourceVersion %s → %s)", got.UID, foreign.ResourceVersion, got.ResourceVersion)
 		}
-		if _, ok := s.volumes(ctx, t, pools[1])[ArtifactVolumeName("squatted", fileSHA256(t, src), false)]; ok {
+		if _, ok := s.volumes(ctx, t, pools[1])[ArtifactVolumeName("squatted", testenv.FileSHA256(t, src), false)]; ok {
 			t.Errorf("pool %s holds the image though only the foreign Job has its name", names[1])
 		}
 	})

@@ -44,7 +44,7 @@ type Reconciler struct {
 	// APIReader reads Provider Secrets and ConfigMaps uncached (the provider may only get
 	// them by name) for the BackingFile volume check.
 	APIReader   client.Reader
-	Connections *hostconn.Pool
+	Connections *hostconn.Connections
 	// ProviderName, when set, restricts the controller to that Provider's row (docs/decisions.md, "One
 	// provider process per Provider").
 	ProviderName string

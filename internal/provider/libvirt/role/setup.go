@@ -32,7 +32,7 @@ type Options struct {
 // Setup registers the Provider, VMImage-import and LibvirtMachine controllers with mgr. They
 // share one pool of host connections, closed when the manager stops.
 func Setup(mgr manager.Manager, opts Options) error {
-	conns := hostconn.NewPool()
+	conns := hostconn.NewConnections()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
 	}

@@ -1,0 +1,183 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// buildTimeout bounds compiling the binary; a cold build cache needs a minute or two.
+const buildTimeout = 5 * time.Minute
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// Banlieue returns ./cmd/banlieue compiled, so a test runs the very binary a Deployment or a Job
+// would, subcommand parsing and all. It is built once per test binary, into a directory of this
+// checkout's own under the system temporary directory: no test's TempDir outlives its test, and a
+// fixed path per checkout is overwritten by the next run instead of piling up. The binary is
+// renamed into place, so a process still running the previous one keeps it. BANLIEUE_TEST_BINARY
+// names a binary built beforehand instead, which saves a link per test package in CI.
+func Banlieue(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("BANLIEUE_TEST_BINARY"); bin != "" {
+		return bin
+	}
+	built.once.Do(func() {
+		sum := sha256.Sum256([]byte(RepoRoot()))
+		dir := filepath.Join(os.TempDir(), "banlieue-test-"+hex.EncodeToString(sum[:4]))
+		if built.err = os.MkdirAll(dir, 0o700); built.err != nil {
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "banlieue-*")
+		if err != nil {
+			built.err = err
+			return
+		}
+		_ = tmp.Close() // empty: go build replaces it
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp.Name(), "./cmd/banlieue")
+		cmd.Dir = RepoRoot()
+		if built.out, built.err = cmd.CombinedOutput(); built.err != nil {
+			_ = os.Remove(tmp.Name())
+			return
+		}
+		built.bin = filepath.Join(dir, "banlieue")
+		built.err = os.Rename(tmp.Name(), built.bin)
+	})
+	if built.err != nil {
+		t.Fatalf("building banlieue: %v\n%s", built.err, built.out)
+	}
+	return built.bin
+}
+
+// Kubeconfig writes Config as a kubeconfig file, the way the binary's commands find the API
+// server (in a cluster they use the pod's service account instead).
+func (e *Env) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := e.WriteKubeconfig(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes Config as a kubeconfig file at path, readable by its owner only.
+func (e *Env) WriteKubeconfig(path string) error {
+	cfg := e.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
+	}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
+// Process is a subprocess of a test, its output collected while it runs.
+type Process struct {
+	Cmd    *exec.Cmd
+	out    Buffer
+	exited chan struct{}
+	err    error
+}
+
+// StartRole runs `bin <args> --kubeconfig kubeconfig` (a role such as "controller", or
+// "provider libvirt --provider-name x") until the test ends; see StartProcess.
+func StartRole(t testing.TB, bin, kubeconfig string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	return StartProcess(t, cmd)
+}
+
+// StartProcess starts cmd with its stdout and stderr collected (and also sent to cmd.Stdout, if
+// the caller set one). When the test ends it is interrupted, as kubelet stops a container, and
+// killed if it has not exited 10 s later; the cleanup waits for it either way, so no process
+// outlives its test.
+func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{Cmd: cmd, exited: make(chan struct{})}
+	var w io.Writer = &p.out
+	if cmd.Stdout != nil {
+		w = io.MultiWriter(&p.out, cmd.Stdout)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", cmd.Path, err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt) // fails only if it already exited
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// Output is what the process has printed so far.
+func (p *Process) Output() []byte { return p.out.Bytes() }
+
+// Exited is closed once the process has exited; Err is then its exit status.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit status once Exited is closed.
+func (p *Process) Err() error {
+	<-p.exited
+	return p.err
+}
+
+// Buffer collects a process's output while the test reads it; safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// FreePort is a TCP port on 127.0.0.1 that nothing listened on a moment ago, for a process's
+// health or metrics flag.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
