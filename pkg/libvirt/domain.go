@@ -51,11 +51,6 @@ func (c *Client) DomainDestroy(ctx context.Context, dom Domain) error {
 	return c.call(ctx, wire.ProgramRemote, procDomainDestroy, func(e *xdr.Encoder) { encodeDomain(e, dom) }, nil)
 }
 
-// DomainShutdown asks the guest to shut down (ACPI); it returns before the guest stops.
-func (c *Client) DomainShutdown(ctx context.Context, dom Domain) error {
-	return c.call(ctx, wire.ProgramRemote, procDomainShutdown, func(e *xdr.Encoder) { encodeDomain(e, dom) }, nil)
-}
-
 // DomainUndefine removes the domain's persistent definition, and with the flags its managed
 // save image, NVRAM and TPM state.
 func (c *Client) DomainUndefine(ctx context.Context, dom Domain, flags DomainUndefineFlags) error {

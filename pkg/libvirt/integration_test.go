@@ -69,9 +69,9 @@ func TestStorageRoundTrip(t *testing.T) {
 	if err != nil || !containsName(pools, pool.Name, func(p StoragePool) string { return p.Name }) {
 		t.Fatalf("ListAllStoragePools = %v, %v", pools, err)
 	}
-	xml, err := c.StoragePoolXMLDesc(ctx, pool, 0)
+	xml, err := c.storagePoolXMLDesc(ctx, pool)
 	if err != nil || !strings.Contains(xml, "<name>"+pool.Name+"</name>") {
-		t.Fatalf("StoragePoolXMLDesc = %q, %v", xml, err)
+		t.Fatalf("storagePoolXMLDesc = %q, %v", xml, err)
 	}
 
 	vol := createVol(t, c, pool, "disk.raw", 1<<20)
@@ -88,9 +88,9 @@ func TestStorageRoundTrip(t *testing.T) {
 	if err != nil || len(vols) != 1 || vols[0] != vol {
 		t.Fatalf("StoragePoolListAllVolumes = %+v, %v", vols, err)
 	}
-	info, err := c.StorageVolInfo(ctx, vol)
-	if err != nil || info.Capacity != 1<<20 || info.Type != 0 {
-		t.Fatalf("StorageVolInfo = %+v, %v", info, err)
+	info, err := c.storageVolInfo(ctx, vol)
+	if err != nil || info.Capacity != 1<<20 || info.Type != storageVolFile {
+		t.Fatalf("storageVolInfo = %+v, %v", info, err)
 	}
 	if err := c.StorageVolDelete(ctx, vol); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestPersistentPoolLifecycle(t *testing.T) {
 	if _, err := c.StoragePoolLookupByName(ctx, name); err != nil {
 		t.Fatalf("a stopped persistent pool is still defined: %v", err)
 	}
-	if err := c.StoragePoolUndefine(ctx, pool); err != nil {
+	if err := c.storagePoolUndefine(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.StoragePoolLookupByName(ctx, name); !IsNotFound(err) {
@@ -225,8 +225,8 @@ func TestDomainRoundTrip(t *testing.T) {
 	if st, _, err := c.DomainState(ctx, dom); err != nil || st != DomainShutOff {
 		t.Fatalf("state after destroy = %v, %v", st, err)
 	}
-	if err := c.DomainShutdown(ctx, dom); err == nil {
-		t.Fatal("DomainShutdown of a stopped domain succeeded")
+	if err := c.domainShutdown(ctx, dom); err == nil {
+		t.Fatal("domainShutdown of a stopped domain succeeded")
 	}
 	if err := c.DomainUndefine(ctx, dom, UndefineManagedSave|UndefineNVRAM|UndefineTPM); err != nil {
 		t.Fatal(err)
@@ -248,13 +248,13 @@ func TestNetworkRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.NetworkDestroy(testContext(t), n)
+		_ = c.networkDestroy(testContext(t), n)
 		_ = c.NetworkUndefine(testContext(t), n)
 	})
 	if got, err := c.NetworkLookupByName(ctx, name); err != nil || got != n {
 		t.Fatalf("NetworkLookupByName = %+v, %v", got, err)
 	}
-	if err := c.NetworkCreate(ctx, n); err != nil {
+	if err := c.networkCreate(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 	nets, err := c.ListAllNetworks(ctx)
@@ -265,10 +265,10 @@ func TestNetworkRoundTrip(t *testing.T) {
 	if err != nil || !containsName(ifaces, bridge, func(i Interface) string { return i.Name }) {
 		t.Fatalf("ListAllInterfaces = %v, %v; want bridge %s", ifaces, err, bridge)
 	}
-	if leases, err := c.NetworkDHCPLeases(ctx, n, ""); err != nil || len(leases) != 0 {
-		t.Fatalf("NetworkDHCPLeases = %v, %v", leases, err)
+	if leases, err := c.networkDHCPLeases(ctx, n, ""); err != nil || len(leases) != 0 {
+		t.Fatalf("networkDHCPLeases = %v, %v", leases, err)
 	}
-	if err := c.NetworkDestroy(ctx, n); err != nil {
+	if err := c.networkDestroy(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.NetworkUndefine(ctx, n); err != nil {

@@ -13,10 +13,7 @@ const (
 	procDomainDestroy              procedure = 12
 	procDomainGetXMLDesc           procedure = 14
 	procDomainLookupByName         procedure = 23
-	procDomainShutdown             procedure = 33
-	procNetworkCreate              procedure = 39
 	procNetworkDefineXML           procedure = 41
-	procNetworkDestroy             procedure = 42
 	procNetworkLookupByName        procedure = 46
 	procNetworkUndefine            procedure = 49
 	procAuthList                   procedure = 66
@@ -24,14 +21,11 @@ const (
 	procStoragePoolDefineXML       procedure = 77
 	procStoragePoolCreate          procedure = 78
 	procStoragePoolDestroy         procedure = 80
-	procStoragePoolUndefine        procedure = 82
 	procStoragePoolRefresh         procedure = 83
 	procStoragePoolLookupByName    procedure = 84
-	procStoragePoolGetXMLDesc      procedure = 88
 	procStorageVolCreateXML        procedure = 93
 	procStorageVolDelete           procedure = 94
 	procStorageVolLookupByName     procedure = 95
-	procStorageVolGetInfo          procedure = 98
 	procStorageVolGetXMLDesc       procedure = 99
 	procConnectGetLibVersion       procedure = 157
 	procDomainUpdateDeviceFlags    procedure = 174
@@ -45,7 +39,6 @@ const (
 	procStoragePoolListAllVolumes  procedure = 282
 	procConnectListAllNetworks     procedure = 283
 	procConnectListAllInterfaces   procedure = 284
-	procNetworkGetDHCPLeases       procedure = 341
 	procDomainDefineXMLFlags       procedure = 350
 	procDomainInterfaceAddresses   procedure = 353
 	qemuProcAgentCommand           procedure = 3
@@ -62,10 +55,7 @@ var procedureNames = map[procedure]string{
 	procDomainDestroy:              "DOMAIN_DESTROY",
 	procDomainGetXMLDesc:           "DOMAIN_GET_XML_DESC",
 	procDomainLookupByName:         "DOMAIN_LOOKUP_BY_NAME",
-	procDomainShutdown:             "DOMAIN_SHUTDOWN",
-	procNetworkCreate:              "NETWORK_CREATE",
 	procNetworkDefineXML:           "NETWORK_DEFINE_XML",
-	procNetworkDestroy:             "NETWORK_DESTROY",
 	procNetworkLookupByName:        "NETWORK_LOOKUP_BY_NAME",
 	procNetworkUndefine:            "NETWORK_UNDEFINE",
 	procAuthList:                   "AUTH_LIST",
@@ -73,14 +63,11 @@ var procedureNames = map[procedure]string{
 	procStoragePoolDefineXML:       "STORAGE_POOL_DEFINE_XML",
 	procStoragePoolCreate:          "STORAGE_POOL_CREATE",
 	procStoragePoolDestroy:         "STORAGE_POOL_DESTROY",
-	procStoragePoolUndefine:        "STORAGE_POOL_UNDEFINE",
 	procStoragePoolRefresh:         "STORAGE_POOL_REFRESH",
 	procStoragePoolLookupByName:    "STORAGE_POOL_LOOKUP_BY_NAME",
-	procStoragePoolGetXMLDesc:      "STORAGE_POOL_GET_XML_DESC",
 	procStorageVolCreateXML:        "STORAGE_VOL_CREATE_XML",
 	procStorageVolDelete:           "STORAGE_VOL_DELETE",
 	procStorageVolLookupByName:     "STORAGE_VOL_LOOKUP_BY_NAME",
-	procStorageVolGetInfo:          "STORAGE_VOL_GET_INFO",
 	procStorageVolGetXMLDesc:       "STORAGE_VOL_GET_XML_DESC",
 	procConnectGetLibVersion:       "CONNECT_GET_LIB_VERSION",
 	procDomainUpdateDeviceFlags:    "DOMAIN_UPDATE_DEVICE_FLAGS",
@@ -94,7 +81,6 @@ var procedureNames = map[procedure]string{
 	procStoragePoolListAllVolumes:  "STORAGE_POOL_LIST_ALL_VOLUMES",
 	procConnectListAllNetworks:     "CONNECT_LIST_ALL_NETWORKS",
 	procConnectListAllInterfaces:   "CONNECT_LIST_ALL_INTERFACES",
-	procNetworkGetDHCPLeases:       "NETWORK_GET_DHCP_LEASES",
 	procDomainDefineXMLFlags:       "DOMAIN_DEFINE_XML_FLAGS",
 	procDomainInterfaceAddresses:   "DOMAIN_INTERFACE_ADDRESSES",
 }
@@ -115,5 +101,4 @@ const (
 	maxDomainIfaces = 2048    // REMOTE_DOMAIN_INTERFACE_MAX
 	maxIfaceAddrs   = 2048    // REMOTE_DOMAIN_IP_ADDR_MAX
 	maxAuthTypes    = 20      // REMOTE_AUTH_TYPE_LIST_MAX
-	maxDHCPLeases   = 65536   // REMOTE_NETWORK_DHCP_LEASES_MAX
 )

@@ -146,8 +146,8 @@ func TestUploadDownloadSparse(t *testing.T) {
 	if fileHash(t, vol.Key) != fileHash(t, src) {
 		t.Fatal("volume content differs from the source")
 	}
-	if info, err := c.StorageVolInfo(ctx, vol); err != nil || info.Capacity != size {
-		t.Fatalf("StorageVolInfo = %+v, %v", info, err)
+	if info, err := c.storageVolInfo(ctx, vol); err != nil || info.Capacity != size {
+		t.Fatalf("storageVolInfo = %+v, %v", info, err)
 	}
 
 	dst, err := os.Create(filepath.Join(t.TempDir(), "download.raw"))

@@ -134,26 +134,6 @@ type IPAddress struct {
 	Prefix uint32
 }
 
-// DHCPLease is one lease from a libvirt network's dnsmasq.
-type DHCPLease struct {
-	Iface      string
-	ExpiryTime int64 // seconds since the epoch
-	Type       IPAddrType
-	MAC        string
-	IAID       string
-	IPAddr     string
-	Prefix     uint32
-	Hostname   string
-	ClientID   string
-}
-
-// StorageVolInfo is virStorageVolInfo.
-type StorageVolInfo struct {
-	Type       int32 // virStorageVolType: 0 file, 1 block, 2 dir, 3 network, 4 netdir, 5 ploop
-	Capacity   uint64
-	Allocation uint64
-}
-
 func encodeDomain(e *xdr.Encoder, d Domain) {
 	e.String(d.Name)
 	e.FixedOpaque(d.UUID[:])
