@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -13,13 +14,12 @@ import (
 // virkeepaliveprotocol.x): program → procedure name → number.
 func libvirtProcedures(t *testing.T) map[string]map[string]int32 {
 	t.Helper()
-	f, err := os.Open("testdata/procedures.tsv")
+	data, err := os.ReadFile("testdata/procedures.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	out := map[string]map[string]int32{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "#") || line == "" {
