@@ -108,8 +108,10 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 		s.assertBase(ctx, t, pool, v2, sum2)
 	})
 
-	v3, sum3 := importVersion(t, 2<<20)
+	// The overlay goes on v2 while v2 is still the current base: made after v3's import, it
+	// raced the collector, which may delete v2 (unreferenced by then) once its grace is over.
 	overlay2 := s.createOverlay(ctx, t, pool, "by-hand.qcow2", v2)
+	v3, sum3 := importVersion(t, 2<<20)
 
 	t.Run("kept while an overlay alone backs onto it", func(t *testing.T) {
 		s.settle(ctx, t, image)
