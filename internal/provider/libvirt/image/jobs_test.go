@@ -25,7 +25,7 @@ func TestImportJobManifest(t *testing.T) {
 		t.Errorf("name %s/%s", job.Namespace, job.Name)
 	}
 	wantLabels := map[string]string{"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "libvirt-import",
-		"banlieue.io/vmimage": "kairos", "banlieue.io/pool": "default"}
+		"banlieue.io/vmimage": "kairos", "banlieue.io/storage-pool": "default"}
 	for k, v := range wantLabels {
 		if job.Labels[k] != v || job.Spec.Template.Labels[k] != v {
 			t.Errorf("label %s: job %q, pod %q", k, job.Labels[k], job.Spec.Template.Labels[k])
