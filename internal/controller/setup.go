@@ -20,9 +20,6 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const ()
-
 // Field indexes of the manager's cache.
 const (
 	imageRefIndex = "spec.imageRef.name"

@@ -24,9 +24,6 @@ import (
 // ControllerName names the controller in logs and in the banlieue_reconcile_* series.
 const ControllerName = "imagebuilder"
 
-// Requeue intervals: default, long (docs/operations.md, "Requeue intervals"); the error policy is app.ErrorRateLimiter.
-const ()
-
 // reconcileTimeout bounds one pass: a handful of API calls.
 const reconcileTimeout = 30 * time.Second
 

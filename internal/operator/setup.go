@@ -19,8 +19,6 @@ import (
 	"banlieue.io/banlieue/internal/app"
 )
 
-// app.RequeueDefault is the default interval of docs/operations.md, "Requeue intervals"; the error policy is app.ErrorRateLimiter.
-
 // classRefIndex indexes Providers by spec.providerClassRef.name so a class maps to its Providers
 // from the cache.
 const classRefIndex = "spec.providerClassRef.name"

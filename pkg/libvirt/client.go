@@ -317,10 +317,9 @@ func (c *Client) decodeResult(f frame, ret func(*xdr.Decoder)) error {
 	}
 }
 
-// remoteError decodes the error a Reply or Stream message carries. One that cannot be decoded
-// ends the connection like any other protocol violation.
-// remoteError decodes the error reply of a call (or stream) of prog and proc, and names the
-// procedure in it so that the error says which call libvirtd refused.
+// remoteError decodes the error a Reply or Stream message of prog and proc carries, and names
+// the procedure in it so that the error says which call libvirtd refused. One that cannot be
+// decoded ends the connection like any other protocol violation.
 func (c *Client) remoteError(prog uint32, proc procedure, payload []byte) error {
 	err := decodeError(xdr.NewDecoder(payload))
 	switch e := err.(type) {

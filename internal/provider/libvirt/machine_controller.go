@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -38,8 +37,8 @@ type MachineReconciler struct {
 	Connections *hostconn.Connections
 	// ProviderName, when set, limits this process to the machines of one Provider.
 	ProviderName string
-	// startingUp holds when each machine's domain was first seen "starting up" (stuckStart).
-	startingUp sync.Map
+	// starts tells a start libvirtd lost from one in flight.
+	starts startWatch
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
 }
@@ -91,6 +90,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err := teardown(ctx, c, &m); err != nil {
 			return r.retry(ctx, &m, err)
 		}
+		r.starts.clear(m.UID)
 		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -101,11 +101,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
-	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), r.stuckStart(m.UID))
+	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), &r.starts)
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}
-	r.startingUp.Delete(m.UID) // a converged pass ends any "starting up" sighting
 	if err := r.setProviderID(ctx, &m, p.Name, obs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -154,23 +153,6 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 			m.Status.Volumes = live.Status.Volumes
 			return nil
 		},
-	}
-}
-
-// startingUpLimit is longer than any start of a domain takes, emulated ones included.
-const startingUpLimit = 60 * time.Second
-
-// stuckStart returns converge's test for a start libvirtd lost: true once the machine's domain
-// has been seen "starting up" for startingUpLimit. The first sighting is kept in memory; a
-// restarted provider waits the limit again, which errs on the side of waiting.
-func (r *MachineReconciler) stuckStart(uid types.UID) func() bool {
-	return func() bool {
-		first, _ := r.startingUp.LoadOrStore(uid, time.Now())
-		if time.Since(first.(time.Time)) < startingUpLimit {
-			return false
-		}
-		r.startingUp.Delete(uid)
-		return true
 	}
 }
 

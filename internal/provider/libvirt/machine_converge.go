@@ -48,13 +48,13 @@ type volumeRecord struct {
 // created or changed before the machine has proven it may: its domain name is free or holds
 // this machine's own domain, and each of its volume names is free or recorded as its own.
 //
-// The phases run in order, each wrapping its errors with its name (inPhase): checkSpec,
-// claimNames, ensureDisks, defineDomain, applyPower, observeGuest.
+// The phases run in order: checkSpec, claimNames, ensureDisks, defineDomain, applyPower,
+// observeGuest. Every error names the step that failed: the steps whose own messages already
+// say it (and which the guides quote exactly) as they are, the others wrapped by inPhase.
 //
-// stuckStart reports whether the domain has been found "starting up" for longer than any start
-// takes: libvirtd killed during DomainCreate leaves it so for good (docs/reliability.md, B9).
+// starts tells a start libvirtd lost (killed during DomainCreate) from one in flight.
 func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord,
-	stuckStart func() bool) (observation, error) {
+	starts *startWatch) (observation, error) {
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
 	pool, boot, err := checkSpec(ctx, c, m)
 	if err != nil {
@@ -66,13 +66,13 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	}
 	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, names.volumes, record)
 	if err != nil {
-		return obs, inPhase("creating the disks", err)
+		return obs, err // names its volume: "creating volume …"
 	}
 	if err := defineDomain(ctx, c, pool, m, boot, names, diskPaths, record, &obs); err != nil {
 		return obs, err
 	}
-	if obs.state, err = applyPower(ctx, c, m, obs.domain, stuckStart); err != nil {
-		return obs, inPhase("applying the power state", err)
+	if obs.state, err = applyPower(ctx, c, m, obs.domain, starts); err != nil {
+		return obs, err // names its step: "starting domain …", "… still starting up"
 	}
 	if err := observeGuest(ctx, c, m, &obs); err != nil {
 		return obs, err
@@ -162,7 +162,7 @@ func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 		}
 	}
 	if obs.domain, err = define(ctx, c, in); err != nil {
-		return inPhase("defining the domain", err)
+		return err // "defining domain …", quoted by the guides
 	}
 	if in.seed != "" {
 		return nil
@@ -173,11 +173,11 @@ func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 	}
 	in.macs = interfaceMACs(def)
 	if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
-		return inPhase("creating the seed", err)
+		return err // names its step: "building the cloud-init seed", "uploading the seed"
 	}
 	in.uuid = obs.domain.UUID.String()
 	if obs.domain, err = define(ctx, c, in); err != nil {
-		return inPhase("attaching the seed", err)
+		return err
 	}
 	return nil
 }
@@ -461,7 +461,7 @@ func inPhase(phase string, err error) error {
 
 // applyPower starts or hard-stops the domain to match the desired power state.
 func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain,
-	stuckStart func() bool) (libvirt.DomainState, error) {
+	starts *startWatch) (libvirt.DomainState, error) {
 	state, reason, err := c.DomainState(ctx, dom)
 	if err != nil {
 		return state, err
@@ -472,13 +472,15 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	// libvirtd itself lost (killed mid-start) never finishes: past the bound the half-started
 	// domain, proven this machine's, is destroyed and started again.
 	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
-		if !stuckStart() {
+		if !starts.stuck(m.UID) {
 			return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
 		}
 		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
 			return state, fmt.Errorf("destroying domain %s, stuck starting up: %w", dom.Name, err)
 		}
 		state = libvirt.DomainShutOff
+	} else {
+		starts.clear(m.UID)
 	}
 	desired := m.Spec.DesiredPowerState
 	switch {

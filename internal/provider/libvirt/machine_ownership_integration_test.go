@@ -286,7 +286,7 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 		drop:    func(context.Context, string) error { return nil },
 		refresh: func(context.Context) error { return nil },
 	}
-	if _, err := converge(ctx, s.host, lost, noRecord, func() bool { return false }); err != nil {
+	if _, err := converge(ctx, s.host, lost, noRecord, &startWatch{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -33,9 +33,6 @@ import (
 // ClassName is the ProviderClass this backend serves.
 const ClassName = "libvirt"
 
-// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const ()
-
 // hostArch is the guest architecture whose virtualisation type decides kvm or qemu.
 const hostArch = "x86_64"
 

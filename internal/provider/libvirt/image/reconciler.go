@@ -30,9 +30,6 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// Requeue intervals: default, error, long (docs/operations.md, "Requeue intervals").
-const ()
-
 // reconcileTimeout bounds one pass: API calls plus, for BackingFile sources, a volume lookup
 // per verified pool of every Provider.
 const reconcileTimeout = 2 * time.Minute
@@ -141,10 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	sortRows(rows)
-	status := struct {
-		PerProvider        []banlieuev1.ProviderImageStatus `json:"perProvider"`
-		ObservedGeneration int64                            `json:"observedGeneration"`
-	}{rows, img.Generation}
+	status := banlieuev1.VMImageStatus{PerProvider: rows, ObservedGeneration: img.Generation}
 	if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -24,8 +24,8 @@ type Options struct {
 	ImportImage, ImportServiceAccount string
 	// Tolerations are copied onto import Jobs.
 	Tolerations []corev1.Toleration
-	// Resync, when set, replaces every requeue interval of docs/operations.md, "Requeue
-	// intervals": for tests and benches that cannot wait 30 s.
+	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
+	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
 }
 
