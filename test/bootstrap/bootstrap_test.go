@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // need skips the test (fails it under CI) when ok is false.
@@ -42,11 +44,7 @@ func need(t *testing.T, ok bool, format string, args ...any) {
 	if ok {
 		return
 	}
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatalf("prerequisite missing under CI: %s", msg)
-	}
-	t.Skip(msg)
+	testenv.MissingPrerequisite(t, fmt.Sprintf(format, args...))
 }
 
 func needTools(t *testing.T, tools ...string) {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"banlieue.io/banlieue/pkg/nocloud"
+
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // bootTimeout bounds one TCG boot; a boot takes about 9 s on one core.
@@ -109,10 +111,7 @@ func prerequisite(t *testing.T, get func() (string, error)) string {
 	t.Helper()
 	v, err := get()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testenv.MissingPrerequisite(t, err.Error())
 	}
 	return v
 }
