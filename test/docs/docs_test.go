@@ -6,7 +6,6 @@ package docs
 import (
 	"bytes"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -242,32 +241,17 @@ func coverage(msg string, pieces []string) float64 {
 // literals returns every string literal of the non-test Go files under dirs.
 func literals(t *testing.T, dirs ...string) map[string]bool {
 	t.Helper()
-	root := testenv.RepoRoot()
 	out := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, dir := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, err := strconv.Unquote(lit.Value); err == nil {
-						out[s] = true
-					}
+	goSources(t, func(_ string, _ *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					out[s] = true
 				}
-				return true
-			})
-			return nil
+			}
+			return true
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	}, dirs...)
 	return out
 }
 

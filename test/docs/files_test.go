@@ -1,6 +1,9 @@
 package docs
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +41,31 @@ func repoFiles(t *testing.T, suffixes ...string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// goSources parses every non-test Go file under dirs (repository-relative) and hands each to fn
+// with its repository-relative path; the walks of the code the docs are held to share it.
+func goSources(t *testing.T, fn func(rel string, fset *token.FileSet, f *ast.File), dirs ...string) {
+	t.Helper()
+	root := testenv.RepoRoot()
+	fset := token.NewFileSet()
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			fn(rel, fset, f)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // readRepoFile reads a file by its repository-relative path.

@@ -26,7 +26,6 @@ type codeReason struct {
 // composite literal (metav1.Condition{Reason: "…"}). Test files are left out.
 func codeReasons(t *testing.T) map[string]*codeReason {
 	t.Helper()
-	root := testenv.RepoRoot()
 	out := map[string]*codeReason{}
 	add := func(value, where string) {
 		if out[value] == nil {
@@ -34,24 +33,9 @@ func codeReasons(t *testing.T) map[string]*codeReason {
 		}
 		out[value].where = append(out[value].where, where)
 	}
-	fset := token.NewFileSet()
-	for _, dir := range []string{"api", "internal", "pkg"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			reasonsOfFile(fset, f, rel, add)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	goSources(t, func(rel string, fset *token.FileSet, f *ast.File) {
+		reasonsOfFile(fset, f, rel, add)
+	}, "api", "internal", "pkg")
 	return out
 }
 

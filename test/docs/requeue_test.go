@@ -2,17 +2,12 @@ package docs
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"banlieue.io/banlieue/internal/testenv"
 )
 
 // requeueKinds maps the names the controllers give their intervals to the interval
@@ -58,18 +53,8 @@ type codeRequeue struct {
 // N * time.Second or N * time.Minute; other forms are logged and left to the constant they name.
 func codeRequeues(t *testing.T) []codeRequeue {
 	t.Helper()
-	root := testenv.RepoRoot()
 	var out []codeRequeue
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
+	goSources(t, func(rel string, _ *token.FileSet, f *ast.File) {
 		for _, decl := range f.Decls {
 			gen, ok := decl.(*ast.GenDecl)
 			if !ok || gen.Tok != token.CONST {
@@ -92,11 +77,7 @@ func codeRequeues(t *testing.T) []codeRequeue {
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, "internal")
 	return out
 }
 
