@@ -233,10 +233,9 @@ func (r *claimReconciler) recordBind(ctx context.Context, claim *banlieuev1.Virt
 	s.BoundAt, s.ExpiresAt = &boundAt, &expiresAt
 	s.ObservedGeneration = claim.Generation
 	setBound(s, claim, metav1.ConditionTrue, banlieuev1.ReasonBound, fmt.Sprintf("bound to %s", vm.Name))
-	if err := ssa.ApplyStatus(ctx, r.client, claim, s, banlieuev1.FieldManagerPoolController, ssa.IfUnchanged); err != nil {
+	if err := r.applyStatus(ctx, claim, s); err != nil {
 		return conflictOr(err)
 	}
-	claim.Status = *s
 	return ctrl.Result{RequeueAfter: untilExpiry(claim, now)}, nil
 }
 
@@ -285,9 +284,8 @@ func (r *claimReconciler) deleteMembers(ctx context.Context, vms []banlieuev1.Vi
 }
 
 // patchStatus applies the claim's status as mutate leaves it, skipping the request when nothing
-// changed. The apply carries the claim's resourceVersion: the whole status is sent, so a pass
-// working from a stale cached claim (one that has not seen the bind yet) would otherwise erase
-// the binding. Such a write is dropped; the newer claim's watch event brings another pass.
+// changed. A write refused because the claim moved (or went) is dropped; the newer claim's
+// watch event brings another pass.
 func (r *claimReconciler) patchStatus(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
 	mutate func(*banlieuev1.VirtualMachineClaimStatus)) error {
 	s := claim.Status.DeepCopy()
@@ -296,11 +294,18 @@ func (r *claimReconciler) patchStatus(ctx context.Context, claim *banlieuev1.Vir
 	if equality.Semantic.DeepEqual(&claim.Status, s) {
 		return nil
 	}
-	err := ssa.ApplyStatus(ctx, r.client, claim, s, banlieuev1.FieldManagerPoolController, ssa.IfUnchanged)
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil
+	if err := r.applyStatus(ctx, claim, s); !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return err
 	}
-	if err != nil {
+	return nil
+}
+
+// applyStatus applies s as the claim's whole status and keeps it on claim. The apply carries
+// the claim's resourceVersion: the whole status is sent, so a pass working from a stale cached
+// claim (one that has not seen the bind yet) would otherwise erase the binding.
+func (r *claimReconciler) applyStatus(ctx context.Context, claim *banlieuev1.VirtualMachineClaim,
+	s *banlieuev1.VirtualMachineClaimStatus) error {
+	if err := ssa.ApplyStatus(ctx, r.client, claim, s, banlieuev1.FieldManagerPoolController, ssa.IfUnchanged); err != nil {
 		return err
 	}
 	claim.Status = *s
