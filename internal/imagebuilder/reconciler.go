@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -208,13 +207,11 @@ func (r *Reconciler) termination(ctx context.Context, job *batchv1.Job, succeede
 	return msg, found, nil
 }
 
-// applyStatus applies buildArtifact, the only status field the imagebuilder owns, when it
-// changed: an unchanged write would still wake every VMImage watcher.
+// applyStatus applies buildArtifact, the only status field the imagebuilder owns, even when it
+// equals the cached VMImage's: the imagebuilder ignores status events, so the cached copy may not
+// have seen its last write yet. An apply that changes nothing is not stored and wakes no watcher.
 func (r *Reconciler) applyStatus(ctx context.Context, img *banlieuev1.VMImage, artifact *banlieuev1.BuildArtifact) error {
 	// Bounded here, where every message passes: a build's error text has no limit of its own.
 	artifact.Message = banlieuev1.ConditionMessage(artifact.Message)
-	if equality.Semantic.DeepEqual(img.Status.BuildArtifact, artifact) {
-		return nil
-	}
 	return ssa.ApplyStatus(ctx, r.Client, img, &banlieuev1.VMImageStatus{BuildArtifact: artifact}, banlieuev1.FieldManagerImagebuilder)
 }

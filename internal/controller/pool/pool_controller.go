@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -139,10 +138,11 @@ func (r *poolReconciler) apply(ctx context.Context, pool *banlieuev1.VirtualMach
 	return changed, nil
 }
 
+// writeStatus applies status even when it equals the cached pool's: the pool ignores its own
+// status events, so a cached copy that has not yet seen the last write can equal a status the
+// API server no longer holds (counts flip back as members turn Ready), and skipping would leave
+// the older status standing until the long resync. An apply that changes nothing is not stored.
 func (r *poolReconciler) writeStatus(ctx context.Context, pool *banlieuev1.VirtualMachinePool, status *banlieuev1.VirtualMachinePoolStatus) error {
-	if equality.Semantic.DeepEqual(&pool.Status, status) {
-		return nil
-	}
 	return client.IgnoreNotFound(ssa.ApplyStatus(ctx, r.client, pool, status, banlieuev1.FieldManagerPoolController))
 }
 
