@@ -35,6 +35,9 @@ const (
 	ReasonPending = "Pending"
 	// ReasonBuildFailed: the image build failed; its message carries the build's error.
 	ReasonBuildFailed = "BuildFailed"
+	// ReasonSourceRefused: the image source broke one of the build's limits or its transport
+	// policy; the message names the limit or rule and the value seen. Retrying cannot help.
+	ReasonSourceRefused = "SourceRefused"
 )
 
 // VirtualMachine Ready and InfrastructureReady reasons.

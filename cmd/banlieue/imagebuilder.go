@@ -16,6 +16,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
+	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/operator"
 )
 
@@ -26,6 +27,7 @@ func newImagebuilderCommand() *cobra.Command {
 		selectorFlags, tolerationFlags           []string
 		nodeSelector                             map[string]string
 		tolerations                              []corev1.Toleration
+		limits                                   = build.DefaultLimits()
 	)
 	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
 	r.customize = func(o *manager.Options) {
@@ -38,7 +40,7 @@ func newImagebuilderCommand() *cobra.Command {
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
 		return imagebuilder.Setup(mgr, imagebuilder.Options{
 			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
-			NodeSelector: nodeSelector, Tolerations: tolerations,
+			NodeSelector: nodeSelector, Tolerations: tolerations, Limits: limits,
 		})
 	}
 	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
@@ -70,6 +72,7 @@ func newImagebuilderCommand() *cobra.Command {
 		"image the build Jobs run (env BANLIEUE_BUILD_IMAGE)")
 	f.StringVar(&artifactsPVC, "artifacts-pvc", envOr("BANLIEUE_ARTIFACTS_PVC", "banlieue-artifacts"),
 		"PVC the builds write to (env BANLIEUE_ARTIFACTS_PVC)")
+	limits.AddFlags(f)
 	cmd.AddCommand(newImagebuilderBuildCommand())
 	return cmd
 }

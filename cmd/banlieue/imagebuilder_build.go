@@ -15,7 +15,7 @@ const terminationLog = "/dev/termination-log"
 
 // newImagebuilderBuildCommand returns `banlieue imagebuilder build`, the build Job's command.
 func newImagebuilderBuildCommand() *cobra.Command {
-	var o build.Options
+	o := build.Options{Limits: build.DefaultLimits()}
 	cmd := &cobra.Command{
 		Use:   "build --vmimage NAME --from URL|OCI-REF --output PATH",
 		Short: "Fetch, verify and convert an image source into a raw disk (or ISO) artifact",
@@ -28,8 +28,8 @@ qcow2 to a sparse raw disk, keeps an ISO as is, and publishes --output atomicall
 			logPath := cmp.Or(os.Getenv("BANLIEUE_TERMINATION_LOG"), terminationLog)
 			res, err := build.Build(cmd.Context(), o, cmd.OutOrStdout())
 			if err != nil {
-				// The controller mirrors the termination message into buildArtifact.message.
-				_ = os.WriteFile(logPath, []byte(err.Error()), 0o644)
+				// The controller mirrors the termination message into buildArtifact.
+				_ = build.WriteFailure(logPath, err)
 				return err
 			}
 			return build.WriteResult(logPath, res)
@@ -42,6 +42,7 @@ qcow2 to a sparse raw disk, keeps an ISO as is, and publishes --output atomicall
 	f.StringVar(&o.Checksum, "checksum", "", "sha256:<hex> or sha512:<hex> of the fetched bytes")
 	f.StringVar(&o.Format, "format", "auto", "source format: auto, raw, qcow2 or iso")
 	f.StringVar(&build.Architecture, "architecture", build.Architecture, "platform architecture of an OCI index (amd64 or arm64)")
+	o.Limits.AddFlags(f)
 	for _, name := range []string{"vmimage", "from", "output"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

@@ -110,6 +110,7 @@ type jobSpec struct {
 	PVC            string
 	NodeSelector   map[string]string
 	Tolerations    []corev1.Toleration
+	Limits         build.Limits
 }
 
 // buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
@@ -132,6 +133,7 @@ func buildJob(s jobSpec) *batchv1.Job {
 	if s.Image.Spec.Architecture != "" {
 		args = append(args, "--architecture", s.Image.Spec.Architecture)
 	}
+	args = append(args, s.Limits.Args()...)
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{

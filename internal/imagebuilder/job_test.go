@@ -1,6 +1,7 @@
 package imagebuilder
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,6 +92,9 @@ func testImage() *banlieuev1.VMImage {
 }
 
 func TestBuildJob(t *testing.T) {
+	limits := build.DefaultLimits()
+	limits.AllowNetworks = []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}
+	limits.InsecureRegistries = []string{"mirror.lab:5000"}
 	tol := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}}
 	for _, tt := range []struct {
 		name     string
@@ -103,19 +107,24 @@ func TestBuildJob(t *testing.T) {
 			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/d.qcow2", Checksum: "sha256:ab"},
 			kind: banlieuev1.ArtifactCloudImage,
 			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/d.qcow2",
-				"--output", "/artifacts/debian-12.raw", "--checksum", "sha256:ab", "--architecture", "arm64"},
+				"--output", "/artifacts/debian-12.raw", "--checksum", "sha256:ab", "--architecture", "arm64",
+				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
+				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
 		},
 		{
 			name: "ISO without checksum",
 			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/install.iso"},
 			kind: banlieuev1.ArtifactISO,
 			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/install.iso",
-				"--output", "/artifacts/debian-12.iso", "--architecture", "arm64"},
+				"--output", "/artifacts/debian-12.iso", "--architecture", "arm64",
+				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
+				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			job := buildJob(jobSpec{Image: testImage(), Source: tt.src, Kind: tt.kind, Namespace: "banlieue-imagebuild",
-				ContainerImage: "banlieue:v1", PVC: "banlieue-artifacts", NodeSelector: map[string]string{"disk": "fast"}, Tolerations: tol})
+				ContainerImage: "banlieue:v1", PVC: "banlieue-artifacts", NodeSelector: map[string]string{"disk": "fast"}, Tolerations: tol,
+				Limits: limits})
 			if job.Name != "build-debian-12" || job.Namespace != "banlieue-imagebuild" {
 				t.Errorf("name %s/%s", job.Namespace, job.Name)
 			}

@@ -17,6 +17,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -46,6 +47,8 @@ type Reconciler struct {
 	// NodeSelector and Tolerations place build pods (--build-node-selector, --build-toleration).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Limits are passed to every build Job.
+	Limits build.Limits
 }
 
 // SetupWithManager watches VMImages (spec changes only: status is written by three managers,
@@ -176,7 +179,7 @@ func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src
 	kind banlieuev1.ArtifactKind) (*batchv1.Job, error) {
 	job := buildJob(jobSpec{
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
-		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations,
+		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations, Limits: r.Limits,
 	})
 	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)

@@ -3,6 +3,8 @@ package imagebuilder
 import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"banlieue.io/banlieue/internal/imagebuilder/build"
 )
 
 // Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
@@ -16,6 +18,8 @@ type Options struct {
 	// NodeSelector and Tolerations place build pods (--build-node-selector, --build-toleration).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Limits bound every build's source (--max-download-size and the other limit flags).
+	Limits build.Limits
 }
 
 // Setup registers the build controller with mgr.
@@ -28,5 +32,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 		ArtifactsPVC:   opts.ArtifactsPVC,
 		NodeSelector:   opts.NodeSelector,
 		Tolerations:    opts.Tolerations,
+		Limits:         opts.Limits,
 	}).SetupWithManager(mgr)
 }

@@ -36,8 +36,9 @@ func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact
 	case jobRunning:
 		a.Phase, a.Reason, a.Message = banlieuev1.BuildBuilding, banlieuev1.ReasonBuilding, "build Job "+job.Name+" running"
 	case jobFailed:
-		a.Phase, a.Reason, a.Message = banlieuev1.BuildFailed, banlieuev1.ReasonBuildFailed, termination
-		if termination == "" {
+		a.Phase = banlieuev1.BuildFailed
+		a.Reason, a.Message = parseFailure(termination)
+		if a.Message == "" {
 			a.Message = failedMessage(job)
 		}
 	case jobSucceeded:
@@ -52,6 +53,18 @@ func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact
 		a.PVCRef = &banlieuev1.LocalObjectReference{Name: pvc}
 	}
 	return a
+}
+
+// parseFailure decodes a failed build's termination message into the reason and message of
+// its build.Failure. Anything else (the tail of the log a crashed build left) is a BuildFailed
+// message as it stands.
+func parseFailure(termination string) (reason, message string) {
+	var f build.Failure
+	if json.Unmarshal([]byte(termination), &f) == nil &&
+		(f.Reason == banlieuev1.ReasonBuildFailed || f.Reason == banlieuev1.ReasonSourceRefused) {
+		return f.Reason, f.Message
+	}
+	return banlieuev1.ReasonBuildFailed, termination
 }
 
 // parseResult decodes the build's termination message.

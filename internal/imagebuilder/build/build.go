@@ -30,6 +30,7 @@ type Options struct {
 	Output   string
 	Checksum string
 	Format   string // auto, raw, qcow2 or iso
+	Limits   Limits
 }
 
 // Result is what a build reports to its controller through the pod's termination message.
@@ -318,6 +319,32 @@ func syncDir(dir string) error {
 	}
 	defer func() { _ = d.Close() }() // read only: the fsync's error is the one that matters
 	return d.Sync()
+}
+
+// Failure is what a failed build reports through its termination message: the reason the
+// VMImage's row takes (SourceRefused for a RefusedError, BuildFailed otherwise) and the error.
+type Failure struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// FailureOf is the Failure that err reports.
+func FailureOf(err error) Failure {
+	f := Failure{Reason: banlieuev1.ReasonBuildFailed, Message: err.Error()}
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		f.Reason = banlieuev1.ReasonSourceRefused
+	}
+	return f
+}
+
+// WriteFailure records err as a Failure in the termination message file.
+func WriteFailure(path string, err error) error {
+	data, jerr := json.Marshal(FailureOf(err))
+	if jerr != nil {
+		return jerr
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // WriteResult records res as JSON in the termination message file, which is how the

@@ -51,7 +51,11 @@ func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banl
 	case artifact == nil || artifact.Phase == banlieuev1.BuildPending || artifact.Phase == banlieuev1.BuildBuilding:
 		return notReadyRow(p, banlieuev1.ReasonBuildPending, "waiting for the imagebuilder to publish the artifact"), true
 	case artifact.Phase == banlieuev1.BuildFailed:
-		return notReadyRow(p, banlieuev1.ReasonBuildFailed, artifact.Message), true
+		reason := banlieuev1.ReasonBuildFailed
+		if artifact.Reason == banlieuev1.ReasonSourceRefused {
+			reason = artifact.Reason
+		}
+		return notReadyRow(p, reason, artifact.Message), true
 	case artifact.PVCRef == nil || artifact.File == "":
 		// Ready without a location is an imagebuilder bug; waiting is all the provider can do.
 		return notReadyRow(p, banlieuev1.ReasonBuildPending, "build artifact is Ready but names no PVC or file"), true
