@@ -5,16 +5,11 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/operator"
-	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
 
@@ -32,25 +27,17 @@ func newProviderLibvirtCommand() *cobra.Command {
 	var po providerLibvirtOptions
 	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
-	r.customize = func(o *manager.Options) {
-		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			// Import Jobs live only in the build namespace.
-			&batchv1.Job{}: {Namespaces: map[string]cache.Config{po.buildNamespace: {}}},
-		}
-		if po.providerName != "" {
-			// One process per Provider: the watch is narrowed server-side to that Provider.
-			o.Cache.ByObject[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(po.providerName)}
-		}
-	}
-	r.setup = func(mgr manager.Manager, _ app.Options) error {
-		return libvirtrole.Setup(mgr, libvirtrole.Options{
+	roleOptions := func() libvirtrole.Options {
+		return libvirtrole.Options{
 			ProviderName:         po.providerName,
 			BuildNamespace:       po.buildNamespace,
 			ImportImage:          po.importImage,
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
-		})
+		}
 	}
+	r.customize = func(o *manager.Options) { o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions()) }
+	r.setup = func(mgr manager.Manager, _ app.Options) error { return libvirtrole.Setup(mgr, roleOptions()) }
 	cmd := r.command("libvirt", "Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains")
 	// A bad toleration is fatal at startup, before anything is reconciled.
 	cmd.PreRunE = func(*cobra.Command, []string) error {

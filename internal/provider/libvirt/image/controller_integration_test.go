@@ -160,7 +160,7 @@ func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 	if err := (&Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA,
+		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA, WatchJobs: true,
 		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}},
 		// Short, so that old bases are collected within the tests' waits.
 		OldBaseGrace: labOldBaseGrace,

@@ -250,7 +250,7 @@ func (r *Reconciler) importsSettled(ctx context.Context, img *banlieuev1.VMImage
 	for _, pool := range pools {
 		var job batchv1.Job
 		key := client.ObjectKey{Namespace: r.BuildNamespace, Name: ImportJobName(img.Name, p.Namespace, p.Name, pool)}
-		if err := r.Client.Get(ctx, key, &job); err != nil {
+		if err := r.jobs().Get(ctx, key, &job); err != nil {
 			return 0, fmt.Errorf("reading import Job %s: %w", key, err)
 		}
 		stale, conflict := jobOwnership(img, p, pool, &job)

@@ -53,6 +53,10 @@ type Reconciler struct {
 	ImportServiceAccount string
 	// Tolerations are copied onto import Jobs (--build-toleration).
 	Tolerations []corev1.Toleration
+	// WatchJobs says the process may list and watch Jobs in BuildNamespace, so they are watched
+	// and read from the cache. Without that grant they are read uncached (a Job informer would
+	// never sync, and the controller's start would fail): every zone then reports the refusal.
+	WatchJobs bool
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -62,10 +66,11 @@ type Reconciler struct {
 // verified pools change changes every image's row. A LibvirtMachine's deletion, which comes
 // after its teardown deleted its overlay, may free the old base it booted from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").
-		For(&banlieuev1.VMImage{}).
-		Owns(&batchv1.Job{}).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
+	b := ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").For(&banlieuev1.VMImage{})
+	if r.WatchJobs {
+		b = b.Owns(&batchv1.Job{})
+	}
+	return b.Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(r.allImages)).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineImages),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -251,7 +256,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
 	})
 	var job batchv1.Job
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &job)
+	err := r.jobs().Get(ctx, client.ObjectKeyFromObject(want), &job)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Create, not apply: an apply would take over a Job of this name created since the Get.
@@ -276,6 +281,14 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
 	}
 	return jobZone(pool, &job), nil
+}
+
+// jobs reads import Jobs: from the cache when they are watched, else from the API server.
+func (r *Reconciler) jobs() client.Reader {
+	if r.WatchJobs {
+		return r.Client
+	}
+	return r.APIReader
 }
 
 // jobOwnership tells whether job, found at this import's Job name, is banlieue's. It is when its

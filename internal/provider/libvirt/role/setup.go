@@ -6,8 +6,13 @@ import (
 	"context"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -29,9 +34,37 @@ type Options struct {
 	Resync time.Duration
 }
 
+// CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
+// namespace only (the grant is there and nowhere else), and with a ProviderName that one
+// Provider, selected server-side.
+func CacheByObject(o Options) map[client.Object]cache.ByObject {
+	by := map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
+	}
+	if o.ProviderName != "" {
+		by[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(o.ProviderName)}
+	}
+	return by
+}
+
 // Setup registers the Provider, VMImage-import and LibvirtMachine controllers with mgr. They
-// share one pool of host connections, closed when the manager stops.
+// share one pool of host connections, closed when the manager stops. Import Jobs are watched
+// only when the account may watch them (mayWatchJobs).
 func Setup(mgr manager.Manager, opts Options) error {
+	watchJobs, err := mayWatchJobs(context.Background(), mgr.GetClient(), opts.BuildNamespace)
+	if err != nil {
+		return err
+	}
+	if !watchJobs {
+		mgr.GetLogger().Error(nil, "this provider may not list and watch Jobs in the build namespace: import Jobs are read uncached, "+
+			"every zone reports the API server's refusal, and rows are retried at the default requeue; grant the ProviderClass's "+
+			"additionalRules (examples/09-providerclass-libvirt.yaml) and restart the provider to watch them again",
+			"namespace", opts.BuildNamespace)
+	}
+	return setup(mgr, opts, watchJobs)
+}
+
+func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	conns := hostconn.NewConnections()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
@@ -53,6 +86,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		ImportImage:          opts.ImportImage,
 		ImportServiceAccount: opts.ImportServiceAccount,
 		Tolerations:          opts.Tolerations,
+		WatchJobs:            watchJobs,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
