@@ -167,7 +167,7 @@ type ProviderStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=prov,categories=banlieue
+// +kubebuilder:resource:scope=Namespaced,shortName=bprov,categories=banlieue
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.providerClassRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`

@@ -86,6 +86,10 @@ type ProviderClassStatus struct {
 	// providers counts the Providers referencing the class, in every namespace.
 	// +optional
 	Providers int32 `json:"providers,omitempty"`
+	// image is the full reference the class's provider pods run: repository:tag, and
+	// @digest when spec.image.digest pins it.
+	// +optional
+	Image string `json:"image,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -95,9 +99,9 @@ type ProviderClassStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=pc,categories=banlieue
+// +kubebuilder:resource:scope=Cluster,shortName=bpc,categories=banlieue
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.backend`
-// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image.tag`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Providers",type=integer,JSONPath=`.status.providers`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

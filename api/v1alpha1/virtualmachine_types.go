@@ -13,7 +13,10 @@ type VirtualMachineSpec struct {
 	// placement narrows where the VM may be scheduled.
 	// +optional
 	Placement *Placement `json:"placement,omitempty"`
-	// desiredPowerState of the VM.
+	// desiredPowerState of the VM: PoweredOn (the default) starts it. PoweredOff is a hard
+	// power-off: the domain is destroyed (the virtual power cable pulled), without asking the
+	// guest to shut down, so the guest loses writes it has not flushed. Suspended is accepted
+	// but not yet acted on: the VM keeps its current power state.
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
@@ -189,8 +192,28 @@ type InfrastructureReference struct {
 	Namespace string `json:"namespace"`
 }
 
+// VirtualMachinePhase is a one-word summary of a VM, for `kubectl get` and the
+// banlieue_virtualmachines metric: the first that applies of Deleting, Paused, Ready,
+// Provisioning (scheduled, not Ready yet) and Pending (not scheduled).
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Paused;Deleting
+type VirtualMachinePhase string
+
+// VM phases, in the order they are derived.
+const (
+	VMPhaseDeleting     VirtualMachinePhase = "Deleting"
+	VMPhasePaused       VirtualMachinePhase = "Paused"
+	VMPhaseReady        VirtualMachinePhase = "Ready"
+	VMPhaseProvisioning VirtualMachinePhase = "Provisioning"
+	VMPhasePending      VirtualMachinePhase = "Pending"
+)
+
 // VirtualMachineStatus is the VM's placement and the mirrored machine status.
 type VirtualMachineStatus struct {
+	// phase summarises the VM in one word: Pending (not scheduled), Provisioning (scheduled,
+	// not Ready yet), Ready, Paused (spec.paused: banlieue leaves the VM alone) or Deleting.
+	// The conditions say why.
+	// +optional
+	Phase VirtualMachinePhase `json:"phase,omitempty"`
 	// scheduled is the placement decision.
 	// +optional
 	Scheduled *ScheduledPlacement `json:"scheduled,omitempty"`
@@ -224,12 +247,14 @@ type VirtualMachineStatus struct {
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it is a label value on the VM's machine"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=vm,categories=banlieue
+// +kubebuilder:resource:scope=Namespaced,shortName=bvm,categories=banlieue
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.classRef.name`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.imageRef.name`
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.status.scheduled.providerName`
 // +kubebuilder:printcolumn:name="FailureDomain",type=string,JSONPath=`.status.scheduled.failureDomain`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.observedPowerState`
+// +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.addresses[?(@.type=='InternalIP')].address`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VirtualMachine struct {

@@ -78,7 +78,7 @@ type VirtualMachineClaimStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=vmclaim,categories=banlieue
+// +kubebuilder:resource:scope=Namespaced,shortName=bclaim,categories=banlieue
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolRef.name`
 // +kubebuilder:printcolumn:name="VM",type=string,JSONPath=`.status.virtualMachineRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -106,6 +106,10 @@ type VirtualMachinePoolStatus struct {
 	// imageRevision new members are labelled with.
 	// +optional
 	ImageRevision string `json:"imageRevision,omitempty"`
+	// selector is the label selector of the pool's members, for the scale subresource
+	// (kubectl scale and autoscalers read it).
+	// +optional
+	Selector string `json:"selector,omitempty"`
 	// conditions: Warm and Capacity.
 	// +optional
 	// +listType=map
@@ -120,7 +124,8 @@ type VirtualMachinePoolStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=vmpool,categories=banlieue
+// +kubebuilder:subresource:scale:specpath=.spec.warmReplicas,statuspath=.status.available,selectorpath=.status.selector
+// +kubebuilder:resource:scope=Namespaced,shortName=bpool,categories=banlieue
 // +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.spec.warmReplicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
 // +kubebuilder:printcolumn:name="Provisioning",type=integer,JSONPath=`.status.provisioning`

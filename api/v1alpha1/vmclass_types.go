@@ -98,7 +98,7 @@ type ClassInterface struct {
 // VMClass is a hardware shape VMs are declared with.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=vmc,categories=banlieue
+// +kubebuilder:resource:scope=Cluster,shortName=bclass,categories=banlieue
 // +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.spec.hardware.cpus`
 // +kubebuilder:printcolumn:name="MemoryMiB",type=integer,JSONPath=`.spec.hardware.memoryMiB`
 // +kubebuilder:printcolumn:name="Firmware",type=string,JSONPath=`.spec.firmware`

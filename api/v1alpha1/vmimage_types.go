@@ -212,6 +212,10 @@ type VMImageStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// readyProviders is "N/M": the image is usable on N of the M Providers with a row, written
+	// by the controller with Ready (which needs every row).
+	// +optional
+	ReadyProviders string `json:"readyProviders,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -221,10 +225,11 @@ type VMImageStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=vmi,categories=banlieue
+// +kubebuilder:resource:scope=Cluster,shortName=bimg,categories=banlieue
 // +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.spec.osDistribution`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.osVersion`
 // +kubebuilder:printcolumn:name="Arch",type=string,JSONPath=`.spec.architecture`
+// +kubebuilder:printcolumn:name="Providers",type=string,JSONPath=`.status.readyProviders`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VMImage struct {

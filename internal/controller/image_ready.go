@@ -10,6 +10,17 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
+// readyProviders is the image's "N/M": rows ready out of rows, for `kubectl get bimg`.
+func readyProviders(rows []banlieuev1.ProviderImageStatus) string {
+	ready := 0
+	for _, r := range rows {
+		if r.Ready {
+			ready++
+		}
+	}
+	return fmt.Sprintf("%d/%d", ready, len(rows))
+}
+
 // imageReady aggregates the per-Provider rows into the image's Ready condition.
 func imageReady(rows []banlieuev1.ProviderImageStatus) metav1.Condition {
 	c := metav1.Condition{Type: banlieuev1.ConditionReady}

@@ -39,3 +39,18 @@ func TestImageReady(t *testing.T) {
 		})
 	}
 }
+
+func TestReadyProviders(t *testing.T) {
+	for _, tt := range []struct {
+		rows []banlieuev1.ProviderImageStatus
+		want string
+	}{
+		{nil, "0/0"},
+		{[]banlieuev1.ProviderImageStatus{{Ready: true}, {Ready: false}, {Ready: true}}, "2/3"},
+		{[]banlieuev1.ProviderImageStatus{{Ready: false}}, "0/1"},
+	} {
+		if got := readyProviders(tt.rows); got != tt.want {
+			t.Errorf("readyProviders(%+v) = %q, want %q", tt.rows, got, tt.want)
+		}
+	}
+}

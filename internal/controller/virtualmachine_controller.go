@@ -46,7 +46,8 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return r.finalize(ctx, &vm)
 	}
 	if vm.Spec.Paused {
-		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
+		// Only the phase changes: a paused VM is left alone, and says so.
+		return r.writeStatus(ctx, &vm, vm.Status.DeepCopy(), app.RequeueLong)
 	}
 	if err := finalizer.Ensure(ctx, r.client, &vm, banlieuev1.FinalizerVirtualMachine); err != nil {
 		return ctrl.Result{}, err
@@ -272,10 +273,11 @@ func stamped(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlace
 	return &next
 }
 
-// writeStatus applies the whole status, skipping the request when nothing changed, and then
-// requeues after requeue; a failed write goes to the error policy instead.
+// writeStatus applies the whole status with its phase, skipping the request when nothing
+// changed, and then requeues after requeue; a failed write goes to the error policy instead.
 func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, requeue time.Duration) (ctrl.Result, error) {
+	status.Phase = vmPhase(vm, status)
 	if !equality.Semantic.DeepEqual(&vm.Status, status) {
 		if err := ssa.ApplyStatus(ctx, r.client, vm, status, banlieuev1.FieldManagerController); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)

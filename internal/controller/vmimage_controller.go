@@ -25,11 +25,12 @@ func (r *vmImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	conditions := append([]metav1.Condition(nil), image.Status.Conditions...)
 	banlieuev1.SetCondition(&conditions, image.Generation, imageReady(image.Status.PerProvider))
-	if equality.Semantic.DeepEqual(conditions, image.Status.Conditions) {
+	ready := readyProviders(image.Status.PerProvider)
+	if equality.Semantic.DeepEqual(conditions, image.Status.Conditions) && ready == image.Status.ReadyProviders {
 		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
-	// Conditions only: perProvider belongs to the providers and buildArtifact to the
-	// imagebuilder, each under its own field manager.
+	// Conditions and the count only: perProvider belongs to the providers and buildArtifact to
+	// the imagebuilder, each under its own field manager.
 	return ctrl.Result{RequeueAfter: app.RequeueLong}, ssa.ApplyStatus(ctx, r.client, &image,
-		&banlieuev1.VMImageStatus{Conditions: conditions}, banlieuev1.FieldManagerController)
+		&banlieuev1.VMImageStatus{Conditions: conditions, ReadyProviders: ready}, banlieuev1.FieldManagerController)
 }

@@ -56,6 +56,9 @@ func classStatus(class *banlieuev1.ProviderClass, hasClusterRole bool, providers
 		Providers:          providers,
 		ObservedGeneration: class.Generation,
 	}
+	if imageValid(class.Spec.Image) {
+		status.Image = imageRef(class.Spec.Image)
+	}
 	banlieuev1.SetCondition(&status.Conditions, class.Generation, readyCondition(class, hasClusterRole))
 	return status
 }

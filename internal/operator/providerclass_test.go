@@ -38,6 +38,9 @@ func TestClassReady(t *testing.T) {
 			if s.Providers != 4 || s.ObservedGeneration != 2 {
 				t.Errorf("providers %d observedGeneration %d", s.Providers, s.ObservedGeneration)
 			}
+			if want := map[bool]string{true: tt.repo + ":" + tt.tag}[tt.repo != "" && tt.tag != ""]; s.Image != want {
+				t.Errorf("image %q, want %q", s.Image, want)
+			}
 		})
 	}
 }

@@ -844,8 +844,8 @@ func TestDocCommandCheckerCatchesRenames(t *testing.T) {
 		`hack/lab.sh status`,
 		`scripts/bootstrap-libvirt-tls.sh --root /tmp/bt --extra-san kvm-7 --rotate`,
 		`kubectl -n ns get virtualmachine web-01 -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}'`,
-		`kubectl get vm -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}'`,
-		`kubectl get lvm,vm x -o jsonpath='{.metadata.name} {.spec}'`,
+		`kubectl get bvm -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}'`,
+		`kubectl get blvm,bvm x -o jsonpath='{.metadata.name} {.spec}'`,
 		`kubectl explain virtualmachine.spec.classRef`,
 		`kubectl get pods -o jsonpath='{.status.whatever}'`, // not ours: not checked
 	}
@@ -861,11 +861,11 @@ func TestDocCommandCheckerCatchesRenames(t *testing.T) {
 		`hack/lab.sh start`,
 		`hack/no-such-script.sh`,
 		`scripts/bootstrap-libvirt-tls.sh --extra-sans kvm-7`,
-		`kubectl -n ns get vm web-01 -o jsonpath='{.status.condition}'`,
-		`kubectl get vm web-01 -o jsonpath='{range .status.conditions[*]}{.reasons}{end}'`,
-		`kubectl get vm -o jsonpath='{.items[*].status.conditions[?(@.kind=="Ready")].status}'`,
+		`kubectl -n ns get bvm web-01 -o jsonpath='{.status.condition}'`,
+		`kubectl get bvm web-01 -o jsonpath='{range .status.conditions[*]}{.reasons}{end}'`,
+		`kubectl get bvm -o jsonpath='{.items[*].status.conditions[?(@.kind=="Ready")].status}'`,
 		`kubectl get libvirtmachine x -o=jsonpath='{.status.addressSources}'`,
-		`kubectl explain vm.spec.classReference`,
+		`kubectl explain bvm.spec.classReference`,
 	}
 	for _, line := range bad {
 		if errs := check(line); len(errs) == 0 {

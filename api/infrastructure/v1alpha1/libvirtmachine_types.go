@@ -227,7 +227,7 @@ type LibvirtMachineStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
-// +kubebuilder:resource:scope=Namespaced,shortName=lvm,categories=banlieue
+// +kubebuilder:resource:scope=Namespaced,shortName=blvm,categories=banlieue
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerRef.name`
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.observedPowerState`

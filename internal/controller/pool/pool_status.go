@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -54,6 +55,7 @@ func poolStatus(pool *banlieuev1.VirtualMachinePool, members []member, revision 
 	}
 	status.Replicas = status.Available + status.Provisioning + status.Claimed
 	status.ImageRevision = revision
+	status.Selector = labels.SelectorFromSet(labels.Set{banlieuev1.LabelPool: pool.Name}).String()
 	status.ObservedGeneration = pool.Generation
 
 	warm := metav1.Condition{Type: banlieuev1.ConditionWarm, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonWarm,

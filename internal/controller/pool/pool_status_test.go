@@ -35,12 +35,13 @@ func TestBlockedBy(t *testing.T) {
 }
 
 func TestPoolStatus(t *testing.T) {
-	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Generation: 4},
+	pool := &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 4},
 		Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 2}}
 	members := []member{ready("a", 0), provisioningM("b", 0), claimedM("c"), claimedM("d"), withPhase(ready("e", 0), phaseDeleting)}
 
 	s := poolStatus(pool, members, rev, blockage{})
-	if s.Replicas != 4 || s.Available != 1 || s.Provisioning != 1 || s.Claimed != 2 || s.ImageRevision != rev || s.ObservedGeneration != 4 {
+	if s.Replicas != 4 || s.Available != 1 || s.Provisioning != 1 || s.Claimed != 2 || s.ImageRevision != rev || s.ObservedGeneration != 4 ||
+		s.Selector != "banlieue.io/pool=web" {
 		t.Errorf("status = %+v", s)
 	}
 	assertCondition(t, s.Conditions, banlieuev1.ConditionWarm, metav1.ConditionFalse, banlieuev1.ReasonFilling, "1/2 warm member(s) available")

@@ -15,7 +15,7 @@ func TestVMPhase(t *testing.T) {
 	tests := []struct {
 		name string
 		vm   func(*banlieuev1.VirtualMachine)
-		want string
+		want banlieuev1.VirtualMachinePhase
 	}{
 		{"new", func(*banlieuev1.VirtualMachine) {}, "Pending"},
 		{"scheduled", func(vm *banlieuev1.VirtualMachine) { vm.Status.Scheduled = scheduled }, "Provisioning"},
@@ -27,7 +27,7 @@ func TestVMPhase(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vm := testVM("web-01")
 			tt.vm(vm)
-			if got := vmPhase(vm); got != tt.want {
+			if got := vmPhase(vm, &vm.Status); got != tt.want {
 				t.Errorf("phase = %s, want %s", got, tt.want)
 			}
 		})
