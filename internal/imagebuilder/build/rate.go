@@ -40,7 +40,15 @@ func watch(r io.Reader, minRate int64, window time.Duration, cancel func()) *wat
 	if minRate > 0 {
 		need := minRate * window.Milliseconds() / 1000
 		check := func() {
-			if got := b.n.Swap(0); got < need {
+			got := b.n.Swap(0)
+			if got == 0 {
+				// Nothing at all is the idle watch's case, whichever timer fires first: the
+				// server stalled, and a resume may find it moving again.
+				b.stall(fmt.Errorf("no data for %s", window))
+				cancel()
+				return
+			}
+			if got < need {
 				b.stall(&RefusedError{Rule: "--" + FlagMinTransferRate + " " + quantityString(minRate) + minTransferRateSuffix,
 					Seen: fmt.Sprintf("%d bytes in the last %s", got, window)})
 				cancel()
