@@ -306,6 +306,7 @@ func TestTricklingServerIsRefused(t *testing.T) {
 		!strings.Contains(err.Error(), "bytes in the last 1s") || elapsed > 3*time.Second {
 		t.Errorf("after %s: %v", elapsed, err)
 	}
+	t.Logf("refused after %s: %v", elapsed.Round(time.Millisecond), err)
 }
 
 func TestRedirectPolicy(t *testing.T) {
