@@ -84,6 +84,13 @@ type ImageSource struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^(sha256:[0-9a-fA-F]{64}|sha512:[0-9a-fA-F]{128})$`
 	Checksum string `json:"checksum,omitempty"`
+	// allowUnverifiedTag lets an OCI importFrom name a tag (`:40`) with neither a digest
+	// (`@sha256:...`) nor a checksum. It risks the disk: a tag is whatever the registry serves
+	// when the build runs, so a retagged, replaced or tampered image becomes the VM's disk
+	// unnoticed, and two builds of the same VMImage may differ. Without it such a source is
+	// refused before any build.
+	// +optional
+	AllowUnverifiedTag bool `json:"allowUnverifiedTag,omitempty"`
 }
 
 // VMImageTemplate holds how VMs consume the image.

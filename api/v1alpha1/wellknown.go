@@ -54,6 +54,9 @@ const (
 	// and comparing annotations is cheaper and clearer than parsing the Job's argv back.
 	AnnotationImportFrom     = "banlieue.io/import-from"
 	AnnotationSourceChecksum = "banlieue.io/source-checksum"
+	// AnnotationAllowUnverifiedTag is "true" on a build Job whose source sets
+	// allowUnverifiedTag, so turning it off replaces the Job as a changed source does.
+	AnnotationAllowUnverifiedTag = "banlieue.io/allow-unverified-tag"
 	// AnnotationArtifactKind is the kind a build Job's output name assumes (.raw or .iso). It
 	// outlives a replacement made because the build found the other kind, which the URL did
 	// not reveal.

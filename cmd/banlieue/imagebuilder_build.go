@@ -41,6 +41,7 @@ qcow2 to a sparse raw disk, keeps an ISO as is, and publishes --output atomicall
 	f.StringVar(&o.Output, "output", "", "artifact path on the PVC, e.g. /artifacts/<vmimage>.raw")
 	f.StringVar(&o.Checksum, "checksum", "", "sha256:<hex> or sha512:<hex> of the fetched bytes")
 	f.StringVar(&o.Format, "format", "auto", "source format: auto, raw, qcow2 or iso")
+	f.BoolVar(&o.AllowUnverifiedTag, build.FlagAllowUnverifiedTag, false, "accept an OCI reference by tag with neither a digest nor --checksum (the VMImage source's allowUnverifiedTag)")
 	f.StringVar(&build.Architecture, "architecture", build.Architecture, "platform architecture of an OCI index (amd64 or arm64)")
 	o.Limits.AddFlags(f)
 	for _, name := range []string{"vmimage", "from", "output"} {

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,20 +41,22 @@ func BuildJobName(vmimage string) string {
 }
 
 // urlSource is the first Url source with importFrom set (docs/guides/libvirt-provider.md, "6. Get an image onto the host"), whatever its provider
-// class: the artifact is the same for every backend.
-func urlSource(img *banlieuev1.VMImage) (banlieuev1.ImageSource, bool) {
-	for _, s := range img.Spec.Sources {
+// class: the artifact is the same for every backend. i is its index in spec.sources.
+func urlSource(img *banlieuev1.VMImage) (src banlieuev1.ImageSource, i int, ok bool) {
+	for i, s := range img.Spec.Sources {
 		if s.Kind == banlieuev1.SourceURL && s.ImportFrom != "" {
-			return s, true
+			return s, i, true
 		}
 	}
-	return banlieuev1.ImageSource{}, false
+	return banlieuev1.ImageSource{}, 0, false
 }
 
 // checkSource refuses what the build would refuse anyway, so the user learns it from the status
-// without a Job: plain http without a checksum is unauthenticated, and other schemes are not
-// supported. A string without "://" is an OCI reference; the build parses it.
-func checkSource(src banlieuev1.ImageSource) error {
+// without a Job: plain http without a checksum is unauthenticated, other schemes are not
+// supported, and an OCI reference (a string without "://") needs a digest or a checksum
+// unless the source opts out (docs/guides/image-sources.md, "Transport"). i is the source's
+// index in spec.sources, for the message.
+func checkSource(src banlieuev1.ImageSource, i int) error {
 	from := src.ImportFrom
 	switch {
 	case strings.HasPrefix(from, "https://"):
@@ -63,8 +66,19 @@ func checkSource(src banlieuev1.ImageSource) error {
 		}
 	case strings.Contains(from, "://"):
 		return fmt.Errorf("importFrom %s: neither an https:// URL nor an OCI reference", from)
+	case src.Checksum == "" && !src.AllowUnverifiedTag:
+		// A malformed reference is the build's to report; only a well-formed tag is refused.
+		if ref, err := name.ParseReference(from); err == nil && !isDigest(ref) {
+			return fmt.Errorf("importFrom %s names a tag without a digest: set spec.sources[%d].checksum, pin it as @sha256:<digest>, "+
+				"or set spec.sources[%d].allowUnverifiedTag", from, i, i)
+		}
 	}
 	return nil
+}
+
+func isDigest(ref name.Reference) bool {
+	_, ok := ref.(name.Digest)
+	return ok
 }
 
 // compressionSuffixes are stripped before looking at an URL's extension: `x.iso.xz` is an ISO.
@@ -130,6 +144,15 @@ func buildJob(s jobSpec) *batchv1.Job {
 	if s.Source.Checksum != "" {
 		args = append(args, "--checksum", s.Source.Checksum)
 	}
+	annotations := map[string]string{
+		banlieuev1.AnnotationImportFrom:     s.Source.ImportFrom,
+		banlieuev1.AnnotationSourceChecksum: s.Source.Checksum,
+		banlieuev1.AnnotationArtifactKind:   string(s.Kind),
+	}
+	if s.Source.AllowUnverifiedTag {
+		args = append(args, "--"+build.FlagAllowUnverifiedTag)
+		annotations[banlieuev1.AnnotationAllowUnverifiedTag] = "true"
+	}
 	if s.Image.Spec.Architecture != "" {
 		args = append(args, "--architecture", s.Image.Spec.Architecture)
 	}
@@ -137,14 +160,10 @@ func buildJob(s jobSpec) *batchv1.Job {
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      BuildJobName(s.Image.Name),
-			Namespace: s.Namespace,
-			Labels:    labels,
-			Annotations: map[string]string{
-				banlieuev1.AnnotationImportFrom:     s.Source.ImportFrom,
-				banlieuev1.AnnotationSourceChecksum: s.Source.Checksum,
-				banlieuev1.AnnotationArtifactKind:   string(s.Kind),
-			},
+			Name:        BuildJobName(s.Image.Name),
+			Namespace:   s.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: banlieuev1.GroupVersion.String(),
 				Kind:       "VMImage",
@@ -202,7 +221,8 @@ func buildJob(s jobSpec) *batchv1.Job {
 // stale says the Job builds another source than the VMImage now names.
 func stale(job *batchv1.Job, src banlieuev1.ImageSource) bool {
 	return job.Annotations[banlieuev1.AnnotationImportFrom] != src.ImportFrom ||
-		job.Annotations[banlieuev1.AnnotationSourceChecksum] != src.Checksum
+		job.Annotations[banlieuev1.AnnotationSourceChecksum] != src.Checksum ||
+		(job.Annotations[banlieuev1.AnnotationAllowUnverifiedTag] == "true") != src.AllowUnverifiedTag
 }
 
 // jobKind is the artifact kind the Job's output name assumes.

@@ -60,9 +60,17 @@ func TestCheckSource(t *testing.T) {
 		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img", Checksum: "sha256:00"}, ""},
 		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img"}, "needs a checksum"},
 		{banlieuev1.ImageSource{ImportFrom: "ftp://example.org/a.img", Checksum: "sha256:00"}, "neither"},
-		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40"}, ""},
+		// An OCI reference by tag needs a digest, a checksum or the explicit opt-out.
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40"}, "set spec.sources[2].checksum"},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora"}, "names a tag without a digest"},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40", Checksum: "sha256:00"}, ""},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40", AllowUnverifiedTag: true}, ""},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora@sha256:" + strings.Repeat("a", 64)}, ""},
+		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40@sha256:" + strings.Repeat("a", 64)}, ""},
+		// Malformed: the build reports it with the parser's words.
+		{banlieuev1.ImageSource{ImportFrom: "Not A Reference"}, ""},
 	} {
-		err := checkSource(tt.src)
+		err := checkSource(tt.src, 2)
 		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("checkSource(%+v) = %v, want %q", tt.src, err, tt.wantErr)
 		}
@@ -75,11 +83,11 @@ func TestURLSource(t *testing.T) {
 		{ProviderClass: "other", Kind: banlieuev1.SourceURL},
 		{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, ImportFrom: "https://a/b.img"},
 	}}}
-	if src, ok := urlSource(img); !ok || src.ProviderClass != "libvirt" {
-		t.Errorf("urlSource = %+v, %v", src, ok)
+	if src, i, ok := urlSource(img); !ok || src.ProviderClass != "libvirt" || i != 2 {
+		t.Errorf("urlSource = %+v, %d, %v", src, i, ok)
 	}
 	img.Spec.Sources = img.Spec.Sources[:2]
-	if _, ok := urlSource(img); ok {
+	if _, _, ok := urlSource(img); ok {
 		t.Error("a Url source without importFrom was taken")
 	}
 }
@@ -120,6 +128,15 @@ func TestBuildJob(t *testing.T) {
 				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
 				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
 		},
+		{
+			name: "OCI tag, explicitly unverified",
+			src:  banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40", AllowUnverifiedTag: true},
+			kind: banlieuev1.ArtifactCloudImage,
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "quay.io/containerdisks/fedora:40",
+				"--output", "/artifacts/debian-12.raw", "--allow-unverified-tag", "--architecture", "arm64",
+				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
+				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			job := buildJob(jobSpec{Image: testImage(), Source: tt.src, Kind: tt.kind, Namespace: "banlieue-imagebuild",
@@ -141,6 +158,9 @@ func TestBuildJob(t *testing.T) {
 			}
 			wantAnn := map[string]string{banlieuev1.AnnotationImportFrom: tt.src.ImportFrom, banlieuev1.AnnotationSourceChecksum: tt.src.Checksum,
 				banlieuev1.AnnotationArtifactKind: string(tt.kind)}
+			if tt.src.AllowUnverifiedTag {
+				wantAnn[banlieuev1.AnnotationAllowUnverifiedTag] = "true"
+			}
 			if !reflect.DeepEqual(job.Annotations, wantAnn) {
 				t.Errorf("annotations %v", job.Annotations)
 			}
@@ -180,10 +200,17 @@ func TestStale(t *testing.T) {
 		{banlieuev1.ImageSource{ImportFrom: "https://a/c.img", Checksum: "sha256:01"}, true},
 		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:02"}, true},
 		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, true},
+		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:01", AllowUnverifiedTag: true}, true},
 	} {
 		if got := stale(job, tt.src); got != tt.want {
 			t.Errorf("stale(%+v) = %v", tt.src, got)
 		}
+	}
+	// Turning the opt-out off replaces a Job built under it.
+	tag := banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40", AllowUnverifiedTag: true}
+	tagJob := buildJob(jobSpec{Image: testImage(), Source: tag, Kind: banlieuev1.ArtifactCloudImage})
+	if stale(tagJob, tag) || !stale(tagJob, banlieuev1.ImageSource{ImportFrom: tag.ImportFrom}) {
+		t.Error("allowUnverifiedTag must be part of the Job's source")
 	}
 }
 

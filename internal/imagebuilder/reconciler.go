@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !img.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	src, ok := urlSource(&img)
+	src, index, ok := urlSource(&img)
 	if !ok {
 		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
 	}
@@ -103,8 +103,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		artifact = pendingArtifact(kind, "the source changed; replacing build Job "+job.Name)
-	case checkSource(src) != nil:
-		artifact = invalidSourceArtifact(kind, checkSource(src))
+	case checkSource(src, index) != nil:
+		artifact = invalidSourceArtifact(kind, checkSource(src, index))
 	case job == nil:
 		if job, err = r.createJob(ctx, &img, src, kind); err != nil {
 			return ctrl.Result{}, err

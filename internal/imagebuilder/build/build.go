@@ -30,7 +30,10 @@ type Options struct {
 	Output   string
 	Checksum string
 	Format   string // auto, raw, qcow2 or iso
-	Limits   Limits
+	// AllowUnverifiedTag lets an OCI reference name a tag without a digest or a checksum:
+	// the VMImage's allowUnverifiedTag.
+	AllowUnverifiedTag bool
+	Limits             Limits
 }
 
 // Result is what a build reports to its controller through the pod's termination message.
@@ -71,12 +74,23 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	}
 	if strings.Contains(o.From, "://") {
 		_, _ = fmt.Fprintf(log, "downloading %s\n", o.From)
-		if err := downloadURL(ctx, o.From, download, log); err != nil {
+		d := &downloader{hc: newHTTPClient(o.Limits), limits: o.Limits, window: rateWindow, log: log}
+		if err := d.download(ctx, o.From, o.Checksum, download); err != nil {
 			return Result{}, err
 		}
 	} else {
+		ref, err := parseReference(o.From, o.Limits.InsecureRegistries)
+		if err != nil {
+			return Result{}, err
+		}
+		if !pinned(ref) && want.IsZero() && !o.AllowUnverifiedTag {
+			// A tag is whatever the registry serves today; nothing would tie the disk to
+			// what the VMImage's author meant.
+			return Result{}, &RefusedError{Rule: "--checksum, a digest or --" + FlagAllowUnverifiedTag,
+				Seen: fmt.Sprintf("%s names a tag, not a digest, and has no checksum", o.From)}
+		}
 		_, _ = fmt.Fprintf(log, "pulling %s\n", o.From)
-		digest, err := pullDisk(ctx, o.From, download)
+		digest, err := pullDisk(ctx, ref, download, o.Limits)
 		if err != nil {
 			return Result{}, err
 		}
@@ -86,7 +100,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		if err := checksum.Verify(download, want); err != nil {
 			if errors.Is(err, checksum.ErrMismatch) {
 				// A corrupt or tampered download must not be resumed either.
-				_ = os.Remove(download)
+				removePartial(download)
 				return Result{}, fmt.Errorf("invalid --checksum: checksum mismatch for %s: expected %s, computed %s",
 					o.From, want, err.(*checksum.MismatchError).Computed)
 			}
@@ -102,16 +116,12 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	for _, p := range []string{download, o.Output + ".decompressed"} {
+	for _, p := range []string{download, partialPath(download), o.Output + ".decompressed"} {
 		_ = os.Remove(p)
 	}
 	res.SourceDigest = sourceDigest
 	_, _ = fmt.Fprintf(log, "published %s (%s, %d bytes, %s)\n", o.Output, res.Kind, res.SizeBytes, res.Checksum)
 	return res, nil
-}
-
-func downloadURL(ctx context.Context, url, path string, log io.Writer) error {
-	return download(ctx, newHTTPClient(), url, path, log)
 }
 
 // Magic numbers of the formats a source may be in.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,24 +24,37 @@ import (
 )
 
 // serve serves files from dir over TLS, cutting the first response of each file short so every
-// download has to resume.
-func serve(t *testing.T, dir string) (*httptest.Server, *atomic.Int32) {
-	var cuts atomic.Int32
+// download has to resume; resumes counts the requests that asked to (Range with If-Range).
+func serve(t *testing.T, dir string) (srv *httptest.Server, cuts, resumes *atomic.Int32) {
+	cuts, resumes = new(atomic.Int32), new(atomic.Int32)
 	seen := map[string]bool{}
 	fs := http.FileServer(http.Dir(dir))
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !seen[r.URL.Path] && r.Header.Get("Range") == "" {
 			seen[r.URL.Path] = true
 			cuts.Add(1)
-			data, _ := os.ReadFile(filepath.Join(dir, r.URL.Path))
-			w.Header().Set("Content-Length", "999999999")
+			p := filepath.Join(dir, r.URL.Path)
+			data, _ := os.ReadFile(p)
+			fi, _ := os.Stat(p)
+			w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat)) // as fs would
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 			_, _ = w.Write(data[:len(data)/2])
 			return // the client sees an unexpected EOF
+		}
+		if r.Header.Get("Range") != "" && r.Header.Get("If-Range") != "" {
+			resumes.Add(1)
 		}
 		fs.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv, &cuts
+	return srv, cuts, resumes
+}
+
+// testLimits are the default limits with loopback allowed: the test servers listen there.
+func testLimits() Limits {
+	l := DefaultLimits()
+	l.AllowNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	return l
 }
 
 func TestBuildFromHTTPS(t *testing.T) {
@@ -66,7 +81,7 @@ func TestBuildFromHTTPS(t *testing.T) {
 	copy(isoData[0x8001:], "CD001")
 	_ = os.WriteFile(iso, isoData, 0o644)
 
-	srv, cuts := serve(t, src)
+	srv, cuts, resumes := serve(t, src)
 	http.DefaultTransport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
 	want := fileSum(t, raw)
 	for _, tc := range []struct {
@@ -83,7 +98,7 @@ func TestBuildFromHTTPS(t *testing.T) {
 			output := filepath.Join(out, strings.TrimSuffix(tc.file, filepath.Ext(tc.file))+".out")
 			var log bytes.Buffer
 			res, err := Build(context.Background(), Options{VMImage: "x", From: srv.URL + "/" + tc.file, Output: output,
-				Checksum: sourceSum}, &log)
+				Checksum: sourceSum, Limits: testLimits()}, &log)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
 			}
@@ -98,13 +113,13 @@ func TestBuildFromHTTPS(t *testing.T) {
 			}
 		})
 	}
-	if cuts.Load() != 3 {
-		t.Errorf("cuts = %d", cuts.Load())
+	if cuts.Load() != 3 || resumes.Load() != 3 {
+		t.Errorf("cuts = %d, resumes = %d", cuts.Load(), resumes.Load())
 	}
 	t.Run("checksum mismatch publishes nothing", func(t *testing.T) {
 		output := filepath.Join(out, "bad.raw")
 		_, err := Build(context.Background(), Options{From: srv.URL + "/disk.raw.xz", Output: output,
-			Checksum: "sha256:" + strings.Repeat("0", 64)}, io.Discard)
+			Checksum: "sha256:" + strings.Repeat("0", 64), Limits: testLimits()}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "checksum mismatch for "+srv.URL+"/disk.raw.xz") {
 			t.Fatalf("err = %v", err)
 		}

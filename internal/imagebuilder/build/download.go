@@ -11,35 +11,40 @@ import (
 	"time"
 )
 
-const (
-	downloadAttempts = 6
-	// headerTimeout bounds waiting for a response; the body may take as long as it needs as
-	// long as it keeps moving (idleTimeout).
-	headerTimeout = 30 * time.Second
-	idleTimeout   = 60 * time.Second
-)
+const downloadAttempts = 6
+
+// downloader fetches URL sources under a build's limits.
+type downloader struct {
+	hc     *http.Client
+	limits Limits
+	// window is what MinBytesPerSecond is averaged over: rateWindow, shorter in tests.
+	window time.Duration
+	log    io.Writer
+}
 
 // download fetches url into path, resuming with a Range request from what path already holds:
 // after a dropped connection within this run, and after a pod restart, since path lives on the
-// artifacts PVC. Zeros are written as holes.
-func download(ctx context.Context, hc *http.Client, url, path string, log io.Writer) error {
+// artifacts PVC. A resume continues only the same source (url and sum) and only while the
+// server says the resource is unchanged (If-Range); otherwise it starts over. Zeros are
+// written as holes.
+func (d *downloader) download(ctx context.Context, url, sum, path string) error {
 	var lastErr error
 	for attempt := range downloadAttempts {
 		if attempt > 0 {
 			wait := time.Duration(1<<attempt) * time.Second / 2
-			_, _ = fmt.Fprintf(log, "download interrupted (%v); resuming in %s\n", lastErr, wait) // advisory, as in Build
+			_, _ = fmt.Fprintf(d.log, "download interrupted (%v); resuming in %s\n", lastErr, wait) // advisory, as in Build
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(wait):
 			}
 		}
-		done, err := downloadOnce(ctx, hc, url, path)
+		done, err := d.once(ctx, url, sum, path)
 		if done {
 			return nil
 		}
 		var fatal *fatalError
-		if errors.As(err, &fatal) || ctx.Err() != nil {
+		if errors.As(err, &fatal) || isRefused(err) || ctx.Err() != nil {
 			return err
 		}
 		lastErr = err
@@ -50,7 +55,7 @@ func download(ctx context.Context, hc *http.Client, url, path string, log io.Wri
 // fatalError is a response retrying cannot fix (404, 403, ...).
 type fatalError struct{ error }
 
-func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done bool, err error) {
+func (d *downloader) once(ctx context.Context, url, sum, path string) (done bool, err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return false, &fatalError{err}
@@ -67,6 +72,21 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 		return false, &fatalError{err}
 	}
 	have := fi.Size()
+	startOver := func() error {
+		have = 0
+		if err := f.Truncate(0); err != nil {
+			return &fatalError{err}
+		}
+		return nil
+	}
+	p, ok := loadPartial(path)
+	if have > 0 && (!ok || p.URL != url || p.Checksum != sum || p.ifRange() == "") {
+		// The bytes came from another source, or from a response no validator ties to the
+		// resource: continuing them could splice two resources together.
+		if err := startOver(); err != nil {
+			return false, err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -75,8 +95,9 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 	}
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+		req.Header.Set("If-Range", p.ifRange())
 	}
-	resp, err := hc.Do(req)
+	resp, err := d.hc.Do(req)
 	if err != nil {
 		return false, err
 	}
@@ -84,12 +105,22 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 	w := &sparseWriter{f: f}
 	switch {
 	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if err := checkResume(p, have, resp); err != nil {
+			return false, errors.Join(fmt.Errorf("resuming %s: %w; starting over", url, err), startOver())
+		}
 		w.off = have
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0:
-		return true, nil // what we hold is the whole file
+		if complete(p, have, resp) {
+			return true, nil // what we hold is the whole resource
+		}
+		return false, errors.Join(fmt.Errorf("resuming %s: %s, and the partial download is not the whole resource; starting over",
+			url, resp.Status), startOver())
 	case resp.StatusCode == http.StatusOK:
-		// The server ignored the range (or there was none): start over.
-		if err := f.Truncate(0); err != nil {
+		// No range asked, or the server ignored it, or If-Range found the resource changed.
+		if err := startOver(); err != nil {
+			return false, err
+		}
+		if err := savePartial(path, partialOf(url, sum, resp)); err != nil {
 			return false, &fatalError{err}
 		}
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
@@ -97,31 +128,34 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 	default:
 		return false, &fatalError{fmt.Errorf("GET %s: %s", url, resp.Status)}
 	}
-	body := &idleReader{r: resp.Body, timer: time.AfterFunc(idleTimeout, cancel)}
-	defer body.timer.Stop()
-	if _, err := io.CopyBuffer(w, body, make([]byte, 1<<20)); err != nil {
-		_ = w.finish()
-		return false, err
+	maxBytes := d.limits.MaxDownloadBytes
+	if resp.ContentLength >= 0 && w.off+resp.ContentLength > maxBytes {
+		return false, refusedBy(FlagMaxDownloadSize, maxBytes, fmt.Sprintf("the server announces %d bytes", w.off+resp.ContentLength))
 	}
-	return true, w.finish()
+	body := watch(resp.Body, d.limits.MinBytesPerSecond, d.window, cancel)
+	defer body.stop()
+	_, err = io.CopyBuffer(&cappedWriter{w: w, max: maxBytes}, body, make([]byte, 1<<20))
+	// finish on the failure path too: the bytes received up to a trailing run of zeros are
+	// the partial the next attempt resumes from.
+	ferr := w.finish()
+	if err != nil {
+		if stalled := body.stalled(); stalled != nil {
+			err = fmt.Errorf("GET %s: %w", url, stalled)
+		}
+		return false, errors.Join(err, ferr)
+	}
+	return true, ferr
 }
 
-// idleReader cancels the request when the body stops moving for idleTimeout.
-type idleReader struct {
-	r     io.Reader
-	timer *time.Timer
+// cappedWriter refuses the write that would take the download past max bytes.
+type cappedWriter struct {
+	w   *sparseWriter
+	max int64
 }
 
-func (r *idleReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.timer.Reset(idleTimeout)
-	return n, err
-}
-
-func newHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = headerTimeout
-	// Compressed transfer encoding would make Range offsets refer to the encoded stream.
-	t.DisableCompression = true
-	return &http.Client{Transport: t}
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.w.off+int64(len(p)) > c.max {
+		return 0, refusedBy(FlagMaxDownloadSize, c.max, "the body runs past it")
+	}
+	return c.w.Write(p)
 }

@@ -6,6 +6,7 @@ package image
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder"
+	"banlieue.io/banlieue/internal/imagebuilder/build"
 	libvirtimage "banlieue.io/banlieue/internal/provider/libvirt/image"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 	"banlieue.io/banlieue/internal/testenv"
@@ -52,8 +54,13 @@ func TestImagePipeline(t *testing.T) {
 		ImportServiceAccount: importSA, Resync: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
+	// The sources listen on loopback, the registry over plain HTTP: what an on-premises mirror
+	// needs allowed (docs/guides/image-sources.md, "Transport").
+	limits := build.DefaultLimits()
+	limits.AllowNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	limits.InsecureRegistries = []string{strings.SplitN(ociRef, "/", 2)[0]}
 	if err := imagebuilder.Setup(mgr, imagebuilder.Options{BuildNamespace: buildNamespace, BuildImage: "banlieue:test",
-		ArtifactsPVC: artifactsPVC, NodeSelector: map[string]string{"banlieue.io/build": "true"}}); err != nil {
+		ArtifactsPVC: artifactsPVC, NodeSelector: map[string]string{"banlieue.io/build": "true"}, Limits: limits}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
@@ -120,9 +127,24 @@ func TestImagePipeline(t *testing.T) {
 		t.Logf("https source Ready on %d pools in %s", len(pools), time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("OCI reference by tag alone: refused before any Job", func(t *testing.T) {
+		s.createImage(ctx, t, "tagonly", ociRef, "")
+		img := s.waitImage(ctx, t, "tagonly", "buildArtifact Failed", func(img *banlieuev1.VMImage) bool {
+			a := img.Status.BuildArtifact
+			return a != nil && a.Phase == banlieuev1.BuildFailed
+		})
+		if a := img.Status.BuildArtifact; !strings.Contains(a.Message, "set spec.sources[0].checksum") {
+			t.Errorf("buildArtifact = %+v", *a)
+		}
+		if n := len(s.jobs(ctx, t, "tagonly", imagebuilder.ComponentBuild)); n != 0 {
+			t.Errorf("%d build Jobs for a refused source", n)
+		}
+	})
+
 	t.Run("OCI containerDisk source", func(t *testing.T) {
 		start := time.Now()
-		s.createImage(ctx, t, "tiny", ociRef, "")
+		// By digest: the pull verifies the manifest and every layer against it.
+		s.createImage(ctx, t, "tiny", strings.TrimSuffix(ociRef, ":1")+"@"+ociDigest, "")
 		img := importedEverywhere(t, "tiny", testenv.FileSHA256(t, rawOCI))
 		a := img.Status.BuildArtifact
 		if a.SourceDigest != ociDigest || a.SizeBytes != 8<<20 || a.File != "tiny.raw" {
