@@ -82,7 +82,7 @@ func TestBuildFromHTTPS(t *testing.T) {
 			sourceSum := fileSum(t, filepath.Join(src, tc.file))
 			output := filepath.Join(out, strings.TrimSuffix(tc.file, filepath.Ext(tc.file))+".out")
 			var log bytes.Buffer
-			res, err := Build(context.Background(), Options{VMImage: "x", From: srv.URL + "/" + tc.file, Output: output,
+			res, err := Build(context.Background(), Options{VMImage: "x", From: srv.URL + "/" + tc.file, Output: output, Limits: DefaultLimits(),
 				Checksum: sourceSum}, &log)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
@@ -103,7 +103,7 @@ func TestBuildFromHTTPS(t *testing.T) {
 	}
 	t.Run("checksum mismatch publishes nothing", func(t *testing.T) {
 		output := filepath.Join(out, "bad.raw")
-		_, err := Build(context.Background(), Options{From: srv.URL + "/disk.raw.xz", Output: output,
+		_, err := Build(context.Background(), Options{From: srv.URL + "/disk.raw.xz", Output: output, Limits: DefaultLimits(),
 			Checksum: "sha256:" + strings.Repeat("0", 64)}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "checksum mismatch for "+srv.URL+"/disk.raw.xz") {
 			t.Fatalf("err = %v", err)

@@ -50,7 +50,7 @@ func TestBuildFromOCIContainerDisk(t *testing.T) {
 	digest, _ := img.Digest()
 
 	output := filepath.Join(t.TempDir(), "cirros.raw")
-	res, err := Build(context.Background(), Options{VMImage: "cirros", From: ref.String(), Output: output}, io.Discard)
+	res, err := Build(context.Background(), Options{VMImage: "cirros", From: ref.String(), Output: output, Limits: DefaultLimits()}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

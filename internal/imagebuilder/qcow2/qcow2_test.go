@@ -87,7 +87,7 @@ func compare(t *testing.T, q, base string) {
 	}
 	defer func() { _ = in.Close() }() // read only: closing it loses nothing
 	fi, _ := in.Stat()
-	img, err := Open(in, fi.Size())
+	img, err := Open(in, fi.Size(), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,10 @@ func run(t *testing.T, args ...string) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	if _, err := Open(bytes.NewReader([]byte("not a qcow2 file at all, long enough for a header read ....................")), 80); err == nil {
+	if _, err := Open(bytes.NewReader([]byte("not a qcow2 file at all, long enough for a header read ....................")), 80, testLimits); err == nil {
 		t.Error("garbage accepted")
 	}
 }
+
+// testLimits are the build's defaults (build.DefaultLimits), which real images must pass.
+var testLimits = Limits{MaxVirtualSize: 256 << 30, MaxZstdWindow: 128 << 20}
