@@ -231,9 +231,11 @@ func (w *walk) cluster(entry uint64, guest int64) ([]byte, error) {
 	if problem := w.refs.claim(off, 1); problem != "" {
 		return nil, structural("data cluster at %d (guest offset %d) %s", off, guest, problem)
 	}
-	if _, err := w.img.r.ReadAt(w.buf, off); err != nil && !errors.Is(err, io.EOF) {
+	n, err := w.img.r.ReadAt(w.buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("qcow2: reading cluster at guest offset %d: %w", guest, err)
 	}
+	clear(w.buf[n:]) // past the end of the file, not what the buffer held before
 	return w.buf, nil
 }
 
