@@ -128,7 +128,7 @@ const isoMagicOffset = 0x8001
 // convert decompresses and converts the download into a staged raw disk or ISO and returns
 // its path and kind. Compression is recognised by content, not by name: URLs often lie.
 // limits bound what the source may make the build allocate or write.
-func convert(ctx context.Context, src, output, format string, limits Limits, log io.Writer) (string, banlieuev1.ArtifactKind, error) {
+func convert(ctx context.Context, src, output, format string, limits Limits, log io.Writer) (_ string, _ banlieuev1.ArtifactKind, err error) {
 	head, err := readHead(src, isoMagicOffset+len(magicISO))
 	if err != nil {
 		return "", "", err
@@ -139,6 +139,11 @@ func convert(ctx context.Context, src, output, format string, limits Limits, log
 		if err := decompress(src, dst, r, limits.MaxDiskBytes); err != nil {
 			return "", "", fmt.Errorf("decompressing %s: %w", name, err)
 		}
+		defer func() {
+			if err != nil {
+				_ = os.Remove(dst) // of no use once the source is refused, and up to --max-disk-size
+			}
+		}()
 		src = dst
 		if head, err = readHead(src, isoMagicOffset+len(magicISO)); err != nil {
 			return "", "", err
