@@ -333,3 +333,50 @@ func TestZstdDecoderRefusalIsTheSources(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// Under the default limits, real images still convert exactly: qcow2 files qemu-img wrote
+// (compressed with deflate or zstd, 4 KiB and 2 MiB clusters), each also xz-compressed,
+// through convert, against qemu-img's own raw conversion, byte for byte.
+func TestConvertMatchesQemuImgUnderLimits(t *testing.T) {
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img not installed")
+	}
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "src.raw")
+	data := make([]byte, 9<<20+12345)
+	copy(data[1<<20:], bytes.Repeat([]byte("banlieue qcow2 "), 100000))
+	copy(data[7<<20:], craftXZ(xzBlock{xzDict4K, bytes.Repeat([]byte{3, 1, 4, 1, 5, 9, 2, 6}, 40000)}))
+	if err := os.WriteFile(raw, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []string{"compat=1.1,cluster_size=4096", "compat=1.1,compression_type=zstd", "compat=0.10,cluster_size=2M"} {
+		t.Run(opts, func(t *testing.T) {
+			q := filepath.Join(t.TempDir(), "disk.qcow2")
+			if out, err := exec.Command("qemu-img", "convert", "-c", "-O", "qcow2", "-o", opts, raw, q).CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			ref := filepath.Join(t.TempDir(), "qemu.raw")
+			if out, err := exec.Command("qemu-img", "convert", "-O", "raw", q, ref).CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			want, _ := os.ReadFile(ref)
+			srcs := []string{q}
+			if _, err := exec.LookPath("xz"); err == nil {
+				if out, err := exec.Command("xz", "-k", "-6", q).CombinedOutput(); err != nil {
+					t.Fatalf("%v %s", err, out)
+				}
+				srcs = append(srcs, q+".xz")
+			}
+			for _, src := range srcs {
+				staged, _, err := convert(context.Background(), src, filepath.Join(t.TempDir(), "disk.raw"), "auto", DefaultLimits(), io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := os.ReadFile(staged)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s: %d bytes, not qemu-img's %d", filepath.Base(src), len(got), len(want))
+				}
+			}
+		})
+	}
+}
