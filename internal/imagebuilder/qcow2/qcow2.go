@@ -141,10 +141,10 @@ func (img *Image) Size() int64 { return img.size }
 func (img *Image) clusterSize() int64 { return 1 << img.clusterBits }
 
 // maxL1Entries is the largest L1 table accepted for an image whose virtual size needs needed
-// entries: twice that plus one cluster of entries. qemu grows an L1 table by half again when
-// it grows an image, and shrinking an image leaves its table as it was, so a real image's
-// table may be larger than needed; a table sized by some other number (the file's size) is
-// not an image's. Only the needed entries are ever read.
+// entries: twice that plus one cluster of entries. Shrinking an image leaves its table as it
+// was (qemu-img resize --shrink of 64 GiB to 32 MiB keeps 128 entries where 1 is needed), so a
+// real image's table may be larger than needed; one sized by some other number, such as the
+// file's size, is not an image's. Only the needed entries are ever read.
 func maxL1Entries(needed, clusterSize int64) int64 { return 2*needed + clusterSize/8 }
 
 // ConvertTo writes the raw disk into dst from offset 0. Unallocated and zero clusters, and

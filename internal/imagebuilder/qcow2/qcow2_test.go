@@ -48,6 +48,17 @@ func TestConvertMatchesQemuImg(t *testing.T) {
 		}
 		compare(t, q, filepath.Join(dir, "zero"))
 	})
+	// A shrunk image keeps its L1 table (here 128 entries where 1 is needed): within the
+	// bound of maxL1Entries.
+	t.Run("shrunk from 64G to 32M", func(t *testing.T) {
+		q := filepath.Join(dir, "shrunk.qcow2")
+		run(t, "create", "-q", "-f", "qcow2", q, "64G")
+		if out, err := exec.Command("qemu-io", "-f", "qcow2", "-c", "write -P 7 1M 1M", "-c", "write -P 9 10G 1M", q).CombinedOutput(); err != nil {
+			t.Skipf("qemu-io: %v %s", err, out)
+		}
+		run(t, "resize", "-q", "--shrink", q, "32M")
+		compare(t, q, filepath.Join(dir, "shrunk"))
+	})
 }
 
 func makeSource(t *testing.T, path string) {
