@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		}
 		_, _ = fmt.Fprintf(log, "verified %s\n", want)
 	}
-	staged, kind, err := convert(ctx, download, o.Output, o.Format, log)
+	staged, kind, err := convert(ctx, download, o.Output, o.Format, o.Limits, log)
 	if err != nil {
 		return Result{}, err
 	}
@@ -136,17 +137,23 @@ const isoMagicOffset = 0x8001
 
 // convert decompresses and converts the download into a staged raw disk or ISO and returns
 // its path and kind. Compression is recognised by content, not by name: URLs often lie.
-func convert(ctx context.Context, src, output, format string, log io.Writer) (string, banlieuev1.ArtifactKind, error) {
+// limits bound what the source may make the build allocate or write.
+func convert(ctx context.Context, src, output, format string, limits Limits, log io.Writer) (_ string, _ banlieuev1.ArtifactKind, err error) {
 	head, err := readHead(src, isoMagicOffset+len(magicISO))
 	if err != nil {
 		return "", "", err
 	}
-	if r, name := decompressor(head); r != nil {
+	if r, name := decompressor(head, limits); r != nil {
 		_, _ = fmt.Fprintf(log, "decompressing (%s)\n", name) // advisory, as in Build
 		dst := output + ".decompressed"
-		if err := decompress(src, dst, r); err != nil {
+		if err := decompress(src, dst, r, limits.MaxDiskBytes); err != nil {
 			return "", "", fmt.Errorf("decompressing %s: %w", name, err)
 		}
+		defer func() {
+			if err != nil {
+				_ = os.Remove(dst) // of no use once the source is refused, and up to --max-disk-size
+			}
+		}()
 		src = dst
 		if head, err = readHead(src, isoMagicOffset+len(magicISO)); err != nil {
 			return "", "", err
@@ -166,7 +173,7 @@ func convert(ctx context.Context, src, output, format string, log io.Writer) (st
 	case "qcow2":
 		_, _ = fmt.Fprintln(log, "converting qcow2 to raw")
 		staged := output + ".tmp"
-		return staged, banlieuev1.ArtifactCloudImage, convertQCOW2(ctx, src, staged)
+		return staged, banlieuev1.ArtifactCloudImage, convertQCOW2(ctx, src, staged, limits)
 	case "iso":
 		return src, banlieuev1.ArtifactISO, nil
 	default:
@@ -191,30 +198,64 @@ func readHead(path string, n int) ([]byte, error) {
 	return buf[:m], nil
 }
 
-type openDecompressor func(io.Reader) (io.ReadCloser, error)
+// openDecompressor opens a decoder over f, having checked what the decoder would allocate.
+type openDecompressor func(f *os.File) (io.ReadCloser, error)
 
-func decompressor(head []byte) (openDecompressor, string) {
+func decompressor(head []byte, limits Limits) (openDecompressor, string) {
 	switch {
 	case bytes.HasPrefix(head, magicGzip):
-		return func(r io.Reader) (io.ReadCloser, error) { return gzip.NewReader(r) }, "gzip"
+		return func(f *os.File) (io.ReadCloser, error) { return gzip.NewReader(f) }, "gzip"
 	case bytes.HasPrefix(head, magicXZ):
-		return func(r io.Reader) (io.ReadCloser, error) {
-			x, err := xz.NewReader(r)
+		return func(f *os.File) (io.ReadCloser, error) {
+			if err := checkXZ(f, limits.MaxXZDictBytes); err != nil {
+				return nil, err
+			}
+			x, err := xz.NewReader(f)
 			return io.NopCloser(x), err
 		}, "xz"
 	case bytes.HasPrefix(head, magicZstd):
-		return func(r io.Reader) (io.ReadCloser, error) {
-			z, err := zstd.NewReader(r, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1))
+		return func(f *os.File) (io.ReadCloser, error) {
+			if err := checkZstd(f, limits.MaxZstdWindowBytes); err != nil {
+				return nil, err
+			}
+			// The decoder's own limits are what bound its memory: the window it keeps, and the
+			// buffer of a single-segment frame (WithDecoderMaxMemory).
+			window := uint64(max(limits.MaxZstdWindowBytes, zstd.MinWindowSize))
+			z, err := zstd.NewReader(f, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+				zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(window))
 			if err != nil {
 				return nil, err
 			}
-			return z.IOReadCloser(), nil
+			return zstdReader{z, limits.MaxZstdWindowBytes}, nil
 		}, "zstd"
 	}
 	return nil, ""
 }
 
-func decompress(src, dst string, open openDecompressor) (err error) {
+// zstdReader reports the decoder's refusal of a frame's window as the source's refusal.
+// checkZstd has refused such a frame already, naming its window; this covers one the walk
+// and the decoder would read differently.
+type zstdReader struct {
+	d     *zstd.Decoder
+	limit int64
+}
+
+func (z zstdReader) Read(p []byte) (int, error) {
+	n, err := z.d.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = refusedBy(FlagMaxZstdWindow, z.limit, "a zstd frame declares a larger window")
+	}
+	return n, err
+}
+
+func (z zstdReader) Close() error {
+	z.d.Close()
+	return nil
+}
+
+// decompress writes the decompressed src to dst, stopping at maxDisk bytes: past that the
+// source is refused (a few kilobytes of gzip or xz can expand without end) and dst removed.
+func decompress(src, dst string, open openDecompressor, maxDisk int64) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -224,17 +265,25 @@ func decompress(src, dst string, open openDecompressor) (err error) {
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }() // a decoder's close only releases it
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(dst) // a partial disk is of no use, and may be most of the volume
+		}
+	}()
 	defer closeWritten(out, &err)
-	_, err = copySparse(out, r)
+	n, err := copySparse(out, io.LimitReader(r, min(maxDisk, math.MaxInt64-1)+1))
+	if err == nil && n > maxDisk {
+		err = refusedBy(FlagMaxDiskSize, maxDisk, "decompressed stream exceeds "+quantityString(maxDisk))
+	}
 	return err
 }
 
-func convertQCOW2(ctx context.Context, src, dst string) (err error) {
+func convertQCOW2(ctx context.Context, src, dst string, limits Limits) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -244,20 +293,49 @@ func convertQCOW2(ctx context.Context, src, dst string) (err error) {
 	if err != nil {
 		return err
 	}
-	img, err := qcow2.Open(in, fi.Size())
+	img, err := qcow2.Open(in, fi.Size(), qcow2.Limits{MaxVirtualSize: limits.MaxDiskBytes, MaxZstdWindow: limits.MaxZstdWindowBytes})
 	if err != nil {
-		return err
+		return qcow2Refusal(err, limits)
 	}
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(dst) // a partial disk is of no use
+		}
+	}()
 	defer closeWritten(out, &err)
 	if err := out.Truncate(0); err != nil {
 		return err
 	}
-	return img.ConvertTo(ctx, out)
+	return qcow2Refusal(img.ConvertTo(ctx, out), limits)
 }
+
+// qcow2Refusal is err, with the qcow2 reader's refusal turned into the source's: named by the
+// flag that set the limit, or by the structure rules (docs/guides/image-sources.md).
+func qcow2Refusal(err error, limits Limits) error {
+	var r *qcow2.RefusedError
+	if !errors.As(err, &r) {
+		return err
+	}
+	switch r.Rule {
+	case qcow2.RuleVirtualSize:
+		return refusedBy(FlagMaxDiskSize, limits.MaxDiskBytes, "qcow2 virtual size "+quantityString(r.Seen))
+	case qcow2.RuleZstdWindow:
+		if r.Seen < 0 {
+			return refusedBy(FlagMaxZstdWindow, limits.MaxZstdWindowBytes, "qcow2 compressed cluster declares a larger zstd window")
+		}
+		return refusedBy(FlagMaxZstdWindow, limits.MaxZstdWindowBytes, "qcow2 compressed cluster declares a zstd window of "+quantityString(r.Seen))
+	default:
+		return &RefusedError{Rule: qcow2StructureRule, Seen: r.Detail}
+	}
+}
+
+// qcow2StructureRule names the rules no flag sets: tables and clusters in the file, each
+// referenced once, and an L1 table sized by the virtual size.
+const qcow2StructureRule = "qcow2 structure rules"
 
 // closeWritten closes a file the function wrote, for a defer: a failed close may have lost
 // data, so its error becomes the function's unless that already failed.

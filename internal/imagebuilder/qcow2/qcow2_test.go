@@ -48,6 +48,17 @@ func TestConvertMatchesQemuImg(t *testing.T) {
 		}
 		compare(t, q, filepath.Join(dir, "zero"))
 	})
+	// A shrunk image keeps its L1 table (here 128 entries where 1 is needed): within the
+	// bound of maxL1Entries.
+	t.Run("shrunk from 64G to 32M", func(t *testing.T) {
+		q := filepath.Join(dir, "shrunk.qcow2")
+		run(t, "create", "-q", "-f", "qcow2", q, "64G")
+		if out, err := exec.Command("qemu-io", "-f", "qcow2", "-c", "write -P 7 1M 1M", "-c", "write -P 9 10G 1M", q).CombinedOutput(); err != nil {
+			t.Skipf("qemu-io: %v %s", err, out)
+		}
+		run(t, "resize", "-q", "--shrink", q, "32M")
+		compare(t, q, filepath.Join(dir, "shrunk"))
+	})
 }
 
 func makeSource(t *testing.T, path string) {
@@ -87,7 +98,7 @@ func compare(t *testing.T, q, base string) {
 	}
 	defer func() { _ = in.Close() }() // read only: closing it loses nothing
 	fi, _ := in.Stat()
-	img, err := Open(in, fi.Size())
+	img, err := Open(in, fi.Size(), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +127,10 @@ func run(t *testing.T, args ...string) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	if _, err := Open(bytes.NewReader([]byte("not a qcow2 file at all, long enough for a header read ....................")), 80); err == nil {
+	if _, err := Open(bytes.NewReader([]byte("not a qcow2 file at all, long enough for a header read ....................")), 80, testLimits); err == nil {
 		t.Error("garbage accepted")
 	}
 }
+
+// testLimits are the build's defaults (build.DefaultLimits), which real images must pass.
+var testLimits = Limits{MaxVirtualSize: 256 << 30, MaxZstdWindow: 128 << 20}
