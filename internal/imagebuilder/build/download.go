@@ -2,6 +2,8 @@ package build
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -44,12 +46,22 @@ func (d *downloader) download(ctx context.Context, url, sum, path string) error 
 			return nil
 		}
 		var fatal *fatalError
-		if errors.As(err, &fatal) || isRefused(err) || ctx.Err() != nil {
+		if errors.As(err, &fatal) || isRefused(err) || untrusted(err) || ctx.Err() != nil {
 			return err
 		}
 		lastErr = err
 	}
 	return fmt.Errorf("downloading %s: giving up after %d attempts: %w", url, downloadAttempts, lastErr)
+}
+
+// untrusted reports a server certificate the build does not accept: a retry meets the same
+// certificate, so retrying only delays the error by the backoff (about 30 s).
+func untrusted(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
 }
 
 // fatalError is a response retrying cannot fix (404, 403, ...).

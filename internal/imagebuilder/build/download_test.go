@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -399,5 +402,26 @@ func TestCheckDestination(t *testing.T) {
 		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), "a "+tt.want+" address") {
 			t.Errorf("checkDestination(%s, %v) = %v, want %q", tt.ip, tt.allow, err, tt.want)
 		}
+	}
+}
+
+// A certificate the build does not trust fails the download at once: every retry would meet
+// the same certificate.
+func TestUntrustedCertificateIsNotRetried(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	d := testDownloader(testLimits())
+	// Trust nothing: every httptest server presents the same certificate, which other tests of
+	// the package make the default transport trust.
+	tr := d.hc.Transport.(*http.Transport)
+	tr.TLSClientConfig = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+	start := time.Now()
+	err := d.download(context.Background(), srv.URL+"/d", "", filepath.Join(t.TempDir(), "d"))
+	if err == nil || !untrusted(err) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("err = %v, want the unknown authority", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second || hits.Load() != 0 {
+		t.Errorf("took %s and reached the handler %d times; want one failed handshake", elapsed, hits.Load())
 	}
 }
