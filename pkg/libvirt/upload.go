@@ -42,6 +42,23 @@ func (c *Client) StorageVolUpload(ctx context.Context, v StorageVol, src io.Read
 // (VIR_STORAGE_VOL_UPLOAD_SPARSE_STREAM) so they are neither read, transferred nor
 // allocated on the host. Create the volume with allocation 0 to keep it sparse.
 func (c *Client) StorageVolUploadSparse(ctx context.Context, v StorageVol, f *os.File, progress Progress) error {
+	return c.StorageVolUploadSparseObserved(ctx, v, f, progress, nil)
+}
+
+// UploadObserver is told everything a sparse upload sends, in stream order: together its calls
+// describe every byte of the volume exactly as the host received it, whatever happens to the
+// file meanwhile. That makes it the place to checksum an upload without a second read, which
+// would see the file as it is then, not the bytes that were sent.
+type UploadObserver interface {
+	// Data is called with each chunk of data after it was sent; p is reused once Data returns.
+	Data(p []byte)
+	// Hole is called with the length of each hole after it was sent: that many zero bytes.
+	Hole(n int64)
+}
+
+// StorageVolUploadSparseObserved is StorageVolUploadSparse telling obs (which may be nil) what
+// it sends. obs runs on the uploading goroutine, so a slow observer slows the upload.
+func (c *Client) StorageVolUploadSparseObserved(ctx context.Context, v StorageVol, f *os.File, progress Progress, obs UploadObserver) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
@@ -52,7 +69,7 @@ func (c *Client) StorageVolUploadSparse(ctx context.Context, v StorageVol, f *os
 		return err
 	}
 	defer s.close()
-	u := uploader{s: s, buf: make([]byte, wire.MinFrame+wire.MaxStreamData), progress: progress}
+	u := uploader{s: s, buf: make([]byte, wire.MinFrame+wire.MaxStreamData), progress: progress, observer: obs}
 	err = walkExtents(f, size, func(off, n int64, data bool) error {
 		if !data {
 			return u.hole(ctx, n)
@@ -70,6 +87,7 @@ type uploader struct {
 	buf      []byte
 	done     int64
 	progress Progress
+	observer UploadObserver // nil: nobody watches
 }
 
 // data streams n bytes of src as Stream/Continue packets.
@@ -85,6 +103,9 @@ func (u *uploader) data(ctx context.Context, src io.Reader, n int64) error {
 		if err := u.s.send(ctx, u.buf[:wire.MinFrame+k], wire.Stream, wire.Continue); err != nil {
 			return err
 		}
+		if u.observer != nil {
+			u.observer.Data(u.buf[wire.MinFrame : wire.MinFrame+k])
+		}
 		n -= k
 		u.advance(k)
 	}
@@ -97,6 +118,9 @@ func (u *uploader) hole(ctx context.Context, n int64) error {
 	}
 	if err := u.s.sendHole(ctx, n); err != nil {
 		return err
+	}
+	if u.observer != nil {
+		u.observer.Hole(n)
 	}
 	u.advance(n)
 	return nil

@@ -1,6 +1,6 @@
 // Package checksum parses and verifies the `<alg>:<hex>` digests that travel with images: the
 // source checksum a VMImage declares, and the artifact checksum the imagebuilder publishes and
-// the import re-verifies before it touches a host.
+// the import re-verifies over the bytes it uploads.
 package checksum
 
 import (

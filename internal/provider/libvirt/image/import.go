@@ -67,21 +67,32 @@ type Importer struct {
 	Progress func(total int64) libvirt.Progress
 }
 
-// Import performs docs/guides/libvirt-provider.md, "6. Get an image onto the host". The source and its checksum are verified before
-// anything touches the API server or the host, so a bad artifact leaves no trace. An imported
-// volume is immutable: machines' overlays back onto it, so the import never deletes or rewrites
-// a volume that its marker does not prove to be this artifact's interrupted import (prepare).
+// Import performs docs/guides/libvirt-provider.md, "6. Get an image onto the host". The flags
+// and what needs no read of the source (a non-empty regular file) are checked before anything
+// touches the API server or the host. The checksum is verified over the very bytes uploaded,
+// hashed as they are sent (uploadDigest), and the marker says complete only when it matches:
+// verifying a second read of the path would let a file rewritten in between be imported
+// unverified. A mismatch deletes the volume and its marker, so a bad artifact leaves no trace.
+// An imported volume is immutable: machines' overlays back onto it, so the import never
+// deletes or rewrites a volume that its marker does not prove to be this artifact's interrupted
+// import (prepare).
 func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	volume, err := o.volumeName()
 	if err != nil {
 		return err
+	}
+	var given checksum.Digest
+	if o.Checksum != "" {
+		if given, err = checksum.Parse(o.Checksum); err != nil {
+			return fmt.Errorf("invalid --checksum: %w", err)
+		}
 	}
 	src, size, err := openSource(o.Source)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = src.Close() }() // read only: closing it loses nothing
-	digest, given, err := artifactDigest(o.Source, o.Checksum)
+	digest, err := markerDigest(o.Source, given)
 	if err != nil {
 		return err
 	}
@@ -102,7 +113,7 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	if err != nil {
 		return err
 	}
-	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest, given: given}
+	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest, given: given, source: o.Source}
 	marker, done, err := t.prepare(ctx, im.Out)
 	if err != nil {
 		return err
@@ -160,39 +171,36 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// artifactDigest hashes the source once: its sha256, which the marker records (and which names
-// an import Job's volume), and, when --checksum is given, the digest it must match, returned as
-// given (a marker written by an earlier version may record a sha512 one).
-func artifactDigest(path, value string) (sha checksum.Digest, given checksum.Digest, err error) {
-	if value != "" {
-		if given, err = checksum.Parse(value); err != nil {
-			return sha, given, fmt.Errorf("invalid --checksum: %w", err)
-		}
+// markerDigest is the sha256 the marker records, which prepare needs before anything is
+// uploaded. It is --checksum itself when that is a sha256, as import Jobs pass it: then nothing
+// reads the source but the upload. Otherwise (a run by hand, or a sha512 --checksum) the source
+// is hashed once up front, the sha512 checked on the way, and the upload's own digest must then
+// equal this one: the marker names the bytes uploaded either way.
+func markerDigest(path string, given checksum.Digest) (checksum.Digest, error) {
+	if given.Alg == "sha256" {
+		return given, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return sha, given, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+		return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
 	}
 	defer func() { _ = f.Close() }() // read only: closing it loses nothing
 	h := sha256.New()
 	var other hash.Hash
 	w := io.Writer(h)
-	if given.Alg != "" && given.Alg != "sha256" {
+	if !given.IsZero() {
 		other = given.New()
 		w = io.MultiWriter(h, other)
 	}
 	if _, err := io.CopyBuffer(w, f, make([]byte, checksum.ChunkSize)); err != nil {
-		return sha, given, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
+		return checksum.Digest{}, fmt.Errorf("invalid --source: cannot read %s: %w", path, unwrapPath(err))
 	}
-	sha = checksum.Of("sha256", h)
-	computed := sha
 	if other != nil {
-		computed = checksum.Of(given.Alg, other)
+		if computed := checksum.Of(given.Alg, other); computed != given {
+			return checksum.Digest{}, fmt.Errorf("invalid --checksum: %w", &checksum.MismatchError{Path: path, Expected: given, Computed: computed})
+		}
 	}
-	if !given.IsZero() && computed != given {
-		return sha, given, fmt.Errorf("invalid --checksum: %w", &checksum.MismatchError{Path: path, Expected: given, Computed: computed})
-	}
-	return sha, given, nil
+	return checksum.Of("sha256", h), nil
 }
 
 func (im Importer) provider(ctx context.Context, o ImportOptions) (*banlieuev1.Provider, error) {

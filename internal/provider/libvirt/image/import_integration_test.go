@@ -203,20 +203,82 @@ func TestImportAgainstLabHost(t *testing.T) {
 		}
 	})
 
-	t.Run("wrong checksum fails before touching the host", func(t *testing.T) {
-		_, err := run(ImportOptions{VMImage: "wrong", Source: dense, Checksum: "sha256:" + strings.Repeat("ab", 32)})
-		if err == nil || !strings.HasPrefix(err.Error(), "invalid --checksum: checksum mismatch for "+dense+": expected sha256:abab") ||
-			!strings.Contains(err.Error(), "computed sha256:") {
-			t.Fatalf("error = %v", err)
+	t.Run("a matching sha256 --checksum imports; a re-run is a no-op", func(t *testing.T) {
+		// What an import Job passes. A re-run reads nothing: the marker proves the volume.
+		o := ImportOptions{VMImage: "job", Source: sparse, Checksum: checksumOf(t, sparse, "sha256").String()}
+		if out, err := run(o); err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		s.assertImported(ctx, t, pool, "job.raw", sparse)
+		before := s.volumeState(ctx, t, pool, "job.raw")
+		if out, err := run(o); err != nil || !strings.Contains(out, "nothing to do") {
+			t.Fatalf("re-run: %v\n%s", err, out)
+		}
+		if after := s.volumeState(ctx, t, pool, "job.raw"); after != before {
+			t.Errorf("the re-run changed the volume: %s, then %s", before, after)
+		}
+	})
+
+	t.Run("a wrong checksum deletes the volume and its marker", func(t *testing.T) {
+		for _, sum := range []string{"sha256:" + strings.Repeat("ab", 32), "sha512:" + strings.Repeat("cd", 64)} {
+			_, err := run(ImportOptions{VMImage: "wrong", Source: dense, Checksum: sum})
+			if err == nil || !strings.HasPrefix(err.Error(), "invalid --checksum: checksum mismatch for "+dense+": expected "+sum+", computed ") {
+				t.Fatalf("error = %v", err)
+			}
+			s.assertNoVolume(ctx, t, pool, "wrong.raw")
 		}
 		_, err = run(ImportOptions{VMImage: "wrong", Source: dense, Checksum: "md5:00"})
 		if err == nil || !strings.HasPrefix(err.Error(), `invalid --checksum: unsupported algorithm "md5"`) {
 			t.Fatalf("error = %v", err)
 		}
-		for name := range s.volumes(ctx, t, pool) {
-			if strings.HasPrefix(name, "wrong") {
-				t.Errorf("volume %s created despite the bad checksum", name)
-			}
+		s.assertNoVolume(ctx, t, pool, "wrong.raw")
+	})
+
+	t.Run("a source rewritten in place during the upload is not imported", func(t *testing.T) {
+		// The source is opened and its first packet sent; then, from the upload's own progress
+		// callback, its tail is rewritten in place, before the uploader has read it. The
+		// verification must cover the bytes uploaded, not another read of the path.
+		for _, tc := range []struct{ name, vmimage, checksum, want string }{
+			{"import Job (sha256 --checksum)", "rewritten-job", "sha256", "invalid --checksum: checksum mismatch for "},
+			{"sha512 --checksum", "rewritten-sha512", "sha512", "invalid --checksum: checksum mismatch for "},
+			{"by hand (no --checksum)", "rewritten-by-hand", "", "invalid --source: "},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				src := writeFile(t, filepath.Join(t.TempDir(), "rewritten.raw"), 64<<20, []int64{0, 60 << 20}, 4<<20)
+				o := ImportOptions{VMImage: tc.vmimage, Source: src, Pool: pool.Name, Provider: "lab", ProviderNamespace: providerNamespace}
+				if tc.checksum != "" {
+					o.Checksum = checksumOf(t, src, tc.checksum).String()
+				}
+				rewritten := false
+				progress := func(int64) libvirt.Progress {
+					return func(done int64) {
+						if rewritten || done >= 60<<20 {
+							return
+						}
+						rewritten = true
+						f, err := os.OpenFile(src, os.O_WRONLY, 0)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						defer func() { _ = f.Close() }()
+						if _, err := f.WriteAt([]byte("rewritten in place"), 62<<20); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+				var out bytes.Buffer
+				err := Importer{Kube: s.env.Client, Out: &out, Progress: progress}.Import(ctx, o)
+				if !rewritten {
+					t.Fatalf("the source was never rewritten during the upload; the test proves nothing (%v)\n%s", err, out.String())
+				}
+				if err == nil || !strings.HasPrefix(err.Error(), tc.want+src) || !strings.Contains(err.Error(), " over the bytes uploaded") ||
+					!strings.HasSuffix(err.Error(), "; nothing was imported: volume "+tc.vmimage+".raw and its marker "+tc.vmimage+".raw.sha256 were deleted from pool "+pool.Name) {
+					t.Errorf("error = %v\n%s", err, out.String())
+				}
+				t.Log(err)
+				s.assertNoVolume(ctx, t, pool, tc.vmimage+".raw")
+			})
 		}
 	})
 
@@ -335,6 +397,26 @@ func (s *labSuite) assertImported(ctx context.Context, t *testing.T, pool libvir
 		t.Errorf("marker of %s: state %v digest %v (ok %v), want complete %s", volume, state, d, ok, sum)
 	}
 	return vol
+}
+
+// assertNoVolume checks that neither the volume nor its marker exists in the pool.
+func (s *labSuite) assertNoVolume(ctx context.Context, t *testing.T, pool libvirt.StoragePool, volume string) {
+	t.Helper()
+	vols := s.volumes(ctx, t, pool)
+	for _, name := range []string{volume, volume + ".sha256"} {
+		if _, ok := vols[name]; ok {
+			t.Errorf("volume %s is in pool %s", name, pool.Name)
+		}
+	}
+}
+
+func checksumOf(t *testing.T, path, alg string) checksum.Digest {
+	t.Helper()
+	d, err := checksum.File(path, alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // marker reads and parses a marker volume.

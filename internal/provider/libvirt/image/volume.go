@@ -68,12 +68,14 @@ func parseMarker(content string) (state markerState, d checksum.Digest, ok bool)
 }
 
 // target is one volume of one pool on a connected host and the artifact it must hold: digest
-// is its sha256, given the --checksum it was verified against, if any.
+// is its sha256, given the --checksum it is verified against, if any, and source the path it
+// is read from (--source).
 type target struct {
 	host           *libvirt.Client
 	pool           libvirt.StoragePool
 	volume, marker string
 	digest, given  checksum.Digest
+	source         string
 }
 
 // holds reports whether a marker's digest is this artifact's.
@@ -202,13 +204,17 @@ func (t *target) delete(ctx context.Context, v libvirt.StorageVol) error {
 }
 
 // cleanup deletes vols, best effort, even when ctx is done: the import is failing already, and
-// whatever the host does not delete now the marker lets the next run handle.
-func (t *target) cleanup(ctx context.Context, vols ...libvirt.StorageVol) {
+// whatever the host does not delete now the marker lets the next run handle. It stops at the
+// first failure, so a marker is never deleted while its volume stays, and returns it.
+func (t *target) cleanup(ctx context.Context, vols ...libvirt.StorageVol) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	defer cancel()
 	for _, v := range vols {
-		_ = t.delete(ctx, v)
+		if err := t.delete(ctx, v); err != nil {
+			return fmt.Errorf("deleting volume %s from pool %s: %w", v.Name, t.pool.Name, err)
+		}
 	}
+	return nil
 }
 
 func (t *target) create(ctx context.Context, name string, capacity int64) (libvirt.StorageVol, error) {
@@ -229,7 +235,7 @@ func (t *target) createMarker(ctx context.Context) (libvirt.StorageVol, error) {
 		return v, err
 	}
 	if err := t.writeMarker(ctx, v, importing); err != nil {
-		t.cleanup(ctx, v)
+		_ = t.cleanup(ctx, v) // best effort: the failed write is what matters
 		return v, err
 	}
 	return v, nil
@@ -246,18 +252,29 @@ func (t *target) writeMarker(ctx context.Context, marker libvirt.StorageVol, sta
 	return nil
 }
 
-// upload creates the volume and streams src into it, holes as holes. On failure the partial
+// upload creates the volume and streams src into it, holes as holes, hashing what it sends in
+// the same pass. On failure, or when the bytes sent are not the artifact (uploadMismatch), the
 // volume and then its marker are removed when the host still answers; when it does not, the
 // marker, still recording an import of this artifact, lets the next run remove the volume.
 func (t *target) upload(ctx context.Context, marker libvirt.StorageVol, src *os.File, size int64, progress libvirt.Progress) error {
 	v, err := t.create(ctx, t.volume, size)
 	if err != nil {
-		t.cleanup(ctx, marker)
+		_ = t.cleanup(ctx, marker) // best effort: the failed create is what matters
 		return err
 	}
-	if err := t.host.StorageVolUploadSparse(ctx, v, src, progress); err != nil {
-		t.cleanup(ctx, v, marker)
+	d := newUploadDigest(t.given)
+	err = t.host.StorageVolUploadSparseObserved(ctx, v, src, progress, d)
+	sha, other := d.sums()
+	if err != nil {
+		_ = t.cleanup(ctx, v, marker) // best effort: the failed upload is what matters
 		return fmt.Errorf("uploading into volume %s of pool %s: %w", t.volume, t.pool.Name, err)
+	}
+	if err := uploadMismatch(t.source, t.digest, t.given, sha, other); err != nil {
+		if cerr := t.cleanup(ctx, v, marker); cerr != nil {
+			return fmt.Errorf("%w; nothing was imported, but %w: the next import of this artifact into volume %s removes what is left",
+				err, cerr, t.volume)
+		}
+		return fmt.Errorf("%w; nothing was imported: volume %s and its marker %s were deleted from pool %s", err, t.volume, t.marker, t.pool.Name)
 	}
 	return nil
 }
