@@ -81,8 +81,11 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		first := s.jobUIDs(ctx, t, "cirros")
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{16 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, "cirros", "cirros.raw", src)
+		want := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
+		// The old row stays Ready until the pass after the stale Jobs are gone: waiting for new
+		// Job UIDs alone can catch it in between.
 		row := s.waitRow(ctx, t, "cirros", "lab", func(r banlieuev1.ProviderImageStatus) bool {
-			if !r.Ready {
+			if !r.Ready || r.ResolvedRef != want {
 				return false
 			}
 			for uid := range s.jobUIDs(ctx, t, "cirros") {
@@ -92,9 +95,6 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			}
 			return true
 		})
-		if want := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
-			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
-		}
 		s.assertImported(ctx, t, poolA, row.ResolvedRef, src)
 	})
 
