@@ -18,6 +18,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -49,6 +50,8 @@ type Reconciler struct {
 	Tolerations  []corev1.Toleration
 	// Limits are passed to every build Job.
 	Limits build.Limits
+	// Bounds are every build Job's deadline and resources.
+	Bounds jobbounds.Bounds
 }
 
 // SetupWithManager watches VMImages (spec changes only: status is written by three managers,
@@ -180,6 +183,7 @@ func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src
 	job := buildJob(jobSpec{
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
 		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations, Limits: r.Limits,
+		Bounds: r.Bounds,
 	})
 	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)
