@@ -23,6 +23,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/naming"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -57,6 +58,8 @@ type Reconciler struct {
 	// and read from the cache. Without that grant they are read uncached (a Job informer would
 	// never sync, and the controller's start would fail): every zone then reports the refusal.
 	WatchJobs bool
+	// Bounds are every import Job's deadline and resources.
+	Bounds jobbounds.Bounds
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -254,6 +257,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	want := importJob(importJobSpec{
 		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
 		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
+		Bounds: r.Bounds,
 	})
 	var job batchv1.Job
 	err := r.jobs().Get(ctx, client.ObjectKeyFromObject(want), &job)
