@@ -73,7 +73,7 @@ func (b Bounds) Validate(kind string, minMemory int64) error {
 	case b.Deadline < minDeadline:
 		return fmt.Errorf("invalid %s: %s: want at least %s", Flag(kind, flagDeadline), b.Deadline, minDeadline)
 	case b.MemoryLimit.Value() < minMemory:
-		return fmt.Errorf("invalid %s: %s: a %s Job needs at least %s", Flag(kind, flagMemoryLimit), &b.MemoryLimit, kind,
+		return fmt.Errorf("invalid %s: %s: %s Jobs need at least %s", Flag(kind, flagMemoryLimit), &b.MemoryLimit, kind,
 			resource.NewQuantity(minMemory, resource.BinarySI))
 	case b.MemoryRequest.Cmp(b.MemoryLimit) > 0:
 		return fmt.Errorf("invalid %s: %s is above %s %s", Flag(kind, flagMemoryRequest), &b.MemoryRequest, Flag(kind, flagMemoryLimit), &b.MemoryLimit)

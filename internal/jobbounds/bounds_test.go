@@ -52,7 +52,7 @@ func TestBadValues(t *testing.T) {
 		{[]string{"--build-deadline", "6"}, "--build-deadline"},
 		{[]string{"--build-deadline", "30s"}, "invalid --build-deadline: 30s: want at least 1m0s"},
 		{[]string{"--build-deadline", "0s"}, "invalid --build-deadline"},
-		{[]string{"--build-memory-limit", "200Mi"}, "invalid --build-memory-limit: 200Mi: a build Job needs at least 256Mi"},
+		{[]string{"--build-memory-limit", "200Mi"}, "invalid --build-memory-limit: 200Mi: build Jobs need at least 256Mi"},
 		{[]string{"--build-memory-request", "1Gi"}, "invalid --build-memory-request: 1Gi is above --build-memory-limit 512Mi"},
 		{[]string{"--build-cpu-request", "2"}, "invalid --build-cpu-request: 2 is above --build-cpu-limit 1"},
 	} {
