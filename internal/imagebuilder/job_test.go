@@ -359,3 +359,15 @@ func TestPodTermination(t *testing.T) {
 func resultOf(kind banlieuev1.ArtifactKind) build.Result {
 	return build.Result{Kind: kind, File: "x", Checksum: "sha256:aa"}
 }
+
+// TestUnsetBoundsAreTheDefaults: a Reconciler made without bounds (tests, benches) still gives
+// its Jobs a deadline and a GOMEMLIMIT; set bounds are kept.
+func TestUnsetBoundsAreTheDefaults(t *testing.T) {
+	if got, want := (&Reconciler{}).bounds().Args("build"), jobbounds.DefaultBuild().Args("build"); !reflect.DeepEqual(got, want) {
+		t.Errorf("unset: %q, want %q", got, want)
+	}
+	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
+	if got := (&Reconciler{Bounds: set}).bounds().Args("build"); !reflect.DeepEqual(got, set.Args("build")) {
+		t.Errorf("set: %q, want %q", got, set.Args("build"))
+	}
+}

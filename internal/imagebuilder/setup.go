@@ -22,15 +22,12 @@ type Options struct {
 	// Limits bound every build's source (--max-download-size and the other limit flags).
 	Limits build.Limits
 	// Bounds are every build Job's deadline and resources (--build-deadline, --build-memory-limit
-	// and the other bound flags); without a deadline, jobbounds.DefaultBuild.
+	// and the other bound flags); without a deadline, jobbounds.DefaultBuild (Reconciler).
 	Bounds jobbounds.Bounds
 }
 
 // Setup registers the build controller with mgr.
 func Setup(mgr manager.Manager, opts Options) error {
-	if opts.Bounds.Deadline == 0 {
-		opts.Bounds = jobbounds.DefaultBuild()
-	}
 	return (&Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),

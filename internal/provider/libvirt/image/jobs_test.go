@@ -190,3 +190,15 @@ func TestImportFailedMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsetBoundsAreTheDefaults: a Reconciler made without bounds (tests, benches) still gives
+// its Jobs a deadline and a GOMEMLIMIT; set bounds are kept.
+func TestUnsetBoundsAreTheDefaults(t *testing.T) {
+	if got, want := (&Reconciler{}).bounds().Args("import"), jobbounds.DefaultImport().Args("import"); !slices.Equal(got, want) {
+		t.Errorf("unset: %q, want %q", got, want)
+	}
+	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
+	if got := (&Reconciler{Bounds: set}).bounds().Args("import"); !slices.Equal(got, set.Args("import")) {
+		t.Errorf("set: %q, want %q", got, set.Args("import"))
+	}
+}

@@ -30,7 +30,7 @@ type Options struct {
 	// Tolerations are copied onto import Jobs.
 	Tolerations []corev1.Toleration
 	// ImportBounds are every import Job's deadline and resources (--import-deadline and the
-	// other bound flags); without a deadline, jobbounds.DefaultImport.
+	// other bound flags); without a deadline, jobbounds.DefaultImport (image.Reconciler).
 	ImportBounds jobbounds.Bounds
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
@@ -68,9 +68,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 }
 
 func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
-	if opts.ImportBounds.Deadline == 0 {
-		opts.ImportBounds = jobbounds.DefaultImport()
-	}
 	conns := hostconn.NewConnections()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
