@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -17,6 +18,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/operator"
 )
 
@@ -28,6 +30,7 @@ func newImagebuilderCommand() *cobra.Command {
 		nodeSelector                             map[string]string
 		tolerations                              []corev1.Toleration
 		limits                                   = build.DefaultLimits()
+		bounds                                   = jobbounds.DefaultBuild()
 	)
 	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
 	r.customize = func(o *manager.Options) {
@@ -40,11 +43,12 @@ func newImagebuilderCommand() *cobra.Command {
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
 		return imagebuilder.Setup(mgr, imagebuilder.Options{
 			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
-			NodeSelector: nodeSelector, Tolerations: tolerations, Limits: limits,
+			NodeSelector: nodeSelector, Tolerations: tolerations, Limits: limits, Bounds: bounds,
 		})
 	}
 	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
 	// Bad values are fatal at startup, before anything is reconciled.
+	f := cmd.Flags()
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		tolerations, nodeSelector = nil, map[string]string{}
 		for _, s := range tolerationFlags {
@@ -61,9 +65,16 @@ func newImagebuilderCommand() *cobra.Command {
 			}
 			nodeSelector[k] = v
 		}
+		// A build pod killed while its decoder fills its dictionary would fail every xz or zstd
+		// source, retries included: refused here, where the flags that clash are named.
+		need := limits.MaxXZDictBytes + limits.MaxZstdWindowBytes + jobbounds.RuntimeMemory
+		if err := bounds.Validate("build", need); err != nil {
+			return fmt.Errorf("%w (--%s %s, --%s %s and %s for the runtime)", err,
+				build.FlagMaxXZDict, f.Lookup(build.FlagMaxXZDict).Value, build.FlagMaxZstdWindow, f.Lookup(build.FlagMaxZstdWindow).Value,
+				resource.NewQuantity(jobbounds.RuntimeMemory, resource.BinarySI))
+		}
 		return nil
 	}
-	f := cmd.Flags()
 	f.StringVar(&buildNamespace, "build-namespace", envOr("BANLIEUE_BUILD_NAMESPACE", "banlieue-imagebuild"),
 		"namespace of the artifacts PVC and the build Jobs (env BANLIEUE_BUILD_NAMESPACE)")
 	f.StringArrayVar(&selectorFlags, "build-node-selector", nil, "KEY=VALUE node selector of build pods (repeatable)")
@@ -73,6 +84,7 @@ func newImagebuilderCommand() *cobra.Command {
 	f.StringVar(&artifactsPVC, "artifacts-pvc", envOr("BANLIEUE_ARTIFACTS_PVC", "banlieue-artifacts"),
 		"PVC the builds write to (env BANLIEUE_ARTIFACTS_PVC)")
 	limits.AddFlags(f)
+	bounds.AddFlags(f, "build")
 	cmd.AddCommand(newImagebuilderBuildCommand())
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/operator"
 )
 
@@ -17,7 +18,7 @@ func newOperatorCommand() *cobra.Command {
 		watchNamespace string
 		nodeSelector   []string
 		tolerations    []string
-		opOpts         operator.Options
+		opOpts         = operator.Options{ImportBounds: jobbounds.DefaultImport()}
 	)
 	r := &role{name: "operator", leaderElectionID: "banlieue-operator", defaultNamespace: "banlieue-system"}
 	r.customize = func(o *manager.Options) { o.Cache = operator.CacheOptions(opOpts) }
@@ -46,12 +47,13 @@ func newOperatorCommand() *cobra.Command {
 			}
 			opOpts.BuildTolerations = append(opOpts.BuildTolerations, tol)
 		}
-		return nil
+		return opOpts.ImportBounds.Validate("import", jobbounds.RuntimeMemory)
 	}
 	cmd.Flags().StringVar(&watchNamespace, "watch-namespace", os.Getenv("BANLIEUE_WATCH_NAMESPACE"),
 		"watch Providers in this namespace only (env BANLIEUE_WATCH_NAMESPACE); empty watches all")
 	cmd.Flags().StringArrayVar(&nodeSelector, "build-node-selector", nil, "KEY=VALUE node selector for build workloads (repeatable)")
 	cmd.Flags().StringArrayVar(&tolerations, "build-toleration", nil,
 		"key[=value]:Effect toleration forwarded to provider workloads for import Jobs (repeatable)")
+	opOpts.ImportBounds.AddFlags(cmd.Flags(), "import")
 	return cmd
 }

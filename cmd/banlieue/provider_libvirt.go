@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/operator"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
@@ -21,10 +22,11 @@ type providerLibvirtOptions struct {
 	buildTolerations     []string
 	importImage          string
 	importServiceAccount string
+	importBounds         jobbounds.Bounds
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
-	var po providerLibvirtOptions
+	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
 	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
 	roleOptions := func() libvirtrole.Options {
@@ -34,6 +36,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportImage:          po.importImage,
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
+			ImportBounds:         po.importBounds,
 		}
 	}
 	r.customize = func(o *manager.Options) { o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions()) }
@@ -52,7 +55,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
 		}
-		return nil
+		return po.importBounds.Validate("import", jobbounds.RuntimeMemory)
 	}
 	f := cmd.Flags()
 	f.StringVar(&po.providerName, "provider-name", os.Getenv("BANLIEUE_PROVIDER_NAME"),
@@ -64,6 +67,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
 		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
+	po.importBounds.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }

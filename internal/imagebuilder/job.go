@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +15,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/naming"
 )
 
@@ -125,6 +127,7 @@ type jobSpec struct {
 	NodeSelector   map[string]string
 	Tolerations    []corev1.Toleration
 	Limits         build.Limits
+	Bounds         jobbounds.Bounds
 }
 
 // buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
@@ -176,6 +179,8 @@ func buildJob(s jobSpec) *batchv1.Job {
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](buildBackoffLimit),
+			// The deadline covers the retries: a source that trickles keeps no build forever.
+			ActiveDeadlineSeconds: s.Bounds.ActiveDeadlineSeconds(),
 			// No ttlSecondsAfterFinished: the finished Job (and its pod's termination message)
 			// is the record of the artifact; a collected Job would be rebuilt.
 			Template: corev1.PodTemplateSpec{
@@ -196,6 +201,9 @@ func buildJob(s jobSpec) *batchv1.Job {
 						Name:  "build",
 						Image: s.ContainerImage,
 						Args:  args,
+						Env:   []corev1.EnvVar{s.Bounds.GoMemLimit()},
+						// The memory limit covers the decoders' caps (MinBuildMemory).
+						Resources: s.Bounds.Resources(),
 						// The build writes its JSON result (or its error) to the termination log;
 						// a crash before that still leaves the tail of its output.
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -277,4 +285,20 @@ func failedMessage(job *batchv1.Job) string {
 		}
 	}
 	return fmt.Sprintf("build Job %s failed", job.Name)
+}
+
+// deadlineMessage says the Job was stopped at its deadline. It outranks what the last pod left:
+// a pod the Job controller killed leaves only the tail of its log, which tells nothing of why.
+func deadlineMessage(job *batchv1.Job) (string, bool) {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
+			deadline := "its deadline"
+			if s := job.Spec.ActiveDeadlineSeconds; s != nil {
+				deadline = fmt.Sprintf("its deadline of %s", time.Duration(*s)*time.Second)
+			}
+			return fmt.Sprintf("build Job %s was stopped at %s (--build-deadline): the source was too slow or too large to build in time",
+				job.Name, deadline), true
+		}
+	}
+	return "", false
 }

@@ -9,12 +9,14 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 func TestBuildJobName(t *testing.T) {
@@ -189,6 +191,58 @@ func TestBuildJob(t *testing.T) {
 	}
 }
 
+// TestBuildJobBounds: the deadline, the resources and GOMEMLIMIT of the imagebuilder's flags
+// land on the Job, its container, and nowhere else.
+func TestBuildJobBounds(t *testing.T) {
+	custom := jobbounds.Bounds{Deadline: 90 * time.Minute, CPURequest: resource.MustParse("500m"),
+		MemoryRequest: resource.MustParse("1Gi"), MemoryLimit: resource.MustParse("2Gi")}
+	for _, tt := range []struct {
+		name       string
+		bounds     jobbounds.Bounds
+		deadline   int64
+		requests   corev1.ResourceList
+		limits     corev1.ResourceList
+		goMemLimit string
+	}{
+		{"defaults", jobbounds.DefaultBuild(), 21600,
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			"483183819"},
+		{"no CPU limit", custom, 5400,
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			"1932735276"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"},
+				Kind: banlieuev1.ArtifactCloudImage, Bounds: tt.bounds})
+			if d := job.Spec.ActiveDeadlineSeconds; d == nil || *d != tt.deadline {
+				t.Errorf("activeDeadlineSeconds %v, want %d", d, tt.deadline)
+			}
+			c := job.Spec.Template.Spec.Containers[0]
+			if !sameResources(c.Resources.Requests, tt.requests) || !sameResources(c.Resources.Limits, tt.limits) {
+				t.Errorf("resources %v, want requests %v limits %v", c.Resources, tt.requests, tt.limits)
+			}
+			if want := []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: tt.goMemLimit}}; !reflect.DeepEqual(c.Env, want) {
+				t.Errorf("env %v, want %v", c.Env, want)
+			}
+		})
+	}
+}
+
+// sameResources compares quantities by value: 1000m and 1 are the same CPU.
+func sameResources(got, want corev1.ResourceList) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for name, q := range want {
+		if g, ok := got[name]; !ok || g.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func TestStale(t *testing.T) {
 	src := banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:01"}
 	job := buildJob(jobSpec{Image: testImage(), Source: src, Kind: banlieuev1.ArtifactCloudImage})
@@ -219,6 +273,14 @@ func jobWith(status batchv1.JobStatus) *batchv1.Job {
 		Kind: banlieuev1.ArtifactCloudImage, Namespace: "ns"})
 	job.UID = "job-uid"
 	job.Status = status
+	return job
+}
+
+// deadlineJob is a build Job the Job controller stopped at its deadline, as it records it.
+func deadlineJob() *batchv1.Job {
+	job := jobWith(batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+		Reason: batchv1.JobReasonDeadlineExceeded, Message: "Job was active longer than specified deadline"}}})
+	job.Spec.ActiveDeadlineSeconds = jobbounds.DefaultBuild().ActiveDeadlineSeconds()
 	return job
 }
 
@@ -254,6 +316,9 @@ func TestMirror(t *testing.T) {
 		{"failed without a pod", jobWith(batchv1.JobStatus{Failed: 3, Conditions: cond(batchv1.JobFailed, "Job has reached the specified backoff limit")}),
 			"", banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed",
 				JobRef: ref, Message: "build Job build-debian-12 failed: Job has reached the specified backoff limit"}},
+		{"stopped at its deadline", deadlineJob(), "downloading https://a/b.img: 1.2Gi of 30Gi",
+			banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed", JobRef: ref,
+				Message: "build Job build-debian-12 was stopped at its deadline of 6h0m0s (--build-deadline): the source was too slow or too large to build in time"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := mirror(tt.job, "pvc", tt.term); !reflect.DeepEqual(*got, tt.want) {
@@ -320,4 +385,16 @@ func TestPodTermination(t *testing.T) {
 
 func resultOf(kind banlieuev1.ArtifactKind) build.Result {
 	return build.Result{Kind: kind, File: "x", Checksum: "sha256:aa"}
+}
+
+// TestUnsetBoundsAreTheDefaults: a Reconciler made without bounds (tests, benches) still gives
+// its Jobs a deadline and a GOMEMLIMIT; set bounds are kept.
+func TestUnsetBoundsAreTheDefaults(t *testing.T) {
+	if got, want := (&Reconciler{}).bounds().Args("build"), jobbounds.DefaultBuild().Args("build"); !reflect.DeepEqual(got, want) {
+		t.Errorf("unset: %q, want %q", got, want)
+	}
+	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
+	if got := (&Reconciler{Bounds: set}).bounds().Args("build"); !reflect.DeepEqual(got, set.Args("build")) {
+		t.Errorf("set: %q, want %q", got, set.Args("build"))
+	}
 }

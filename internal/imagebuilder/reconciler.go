@@ -18,6 +18,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -49,6 +50,9 @@ type Reconciler struct {
 	Tolerations  []corev1.Toleration
 	// Limits are passed to every build Job.
 	Limits build.Limits
+	// Bounds are every build Job's deadline and resources; without a deadline (a Reconciler
+	// made by a test or bench), jobbounds.DefaultBuild.
+	Bounds jobbounds.Bounds
 }
 
 // SetupWithManager watches VMImages (spec changes only: status is written by three managers,
@@ -175,11 +179,21 @@ func (r *Reconciler) getJob(ctx context.Context, name string) (*batchv1.Job, err
 	return &job, nil
 }
 
+// bounds are r.Bounds, or the defaults when unset: a zero deadline would fail every build Job
+// at once, and a zero GOMEMLIMIT would keep its collector running without pause.
+func (r *Reconciler) bounds() jobbounds.Bounds {
+	if r.Bounds.Deadline == 0 {
+		return jobbounds.DefaultBuild()
+	}
+	return r.Bounds
+}
+
 func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
 	kind banlieuev1.ArtifactKind) (*batchv1.Job, error) {
 	job := buildJob(jobSpec{
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
 		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations, Limits: r.Limits,
+		Bounds: r.bounds(),
 	})
 	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)

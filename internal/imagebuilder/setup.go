@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 // Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
@@ -20,6 +21,9 @@ type Options struct {
 	Tolerations  []corev1.Toleration
 	// Limits bound every build's source (--max-download-size and the other limit flags).
 	Limits build.Limits
+	// Bounds are every build Job's deadline and resources (--build-deadline, --build-memory-limit
+	// and the other bound flags); without a deadline, jobbounds.DefaultBuild (Reconciler).
+	Bounds jobbounds.Bounds
 }
 
 // Setup registers the build controller with mgr.
@@ -33,5 +37,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 		NodeSelector:   opts.NodeSelector,
 		Tolerations:    opts.Tolerations,
 		Limits:         opts.Limits,
+		Bounds:         opts.Bounds,
 	}).SetupWithManager(mgr)
 }

@@ -38,7 +38,9 @@ func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact
 	case jobFailed:
 		a.Phase = banlieuev1.BuildFailed
 		a.Reason, a.Message = parseFailure(termination)
-		if a.Message == "" {
+		if m, ok := deadlineMessage(job); ok {
+			a.Reason, a.Message = banlieuev1.ReasonBuildFailed, m
+		} else if a.Message == "" {
 			a.Message = failedMessage(job)
 		}
 	case jobSucceeded:

@@ -94,6 +94,7 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 	for _, t := range opts.BuildTolerations {
 		args = append(args, "--build-toleration", FormatToleration(t))
 	}
+	args = append(args, opts.ImportBounds.Args("import")...)
 	if l := class.Spec.Logging; l != nil {
 		if l.Level != "" {
 			args = append(args, "--log-level", l.Level)

@@ -3,6 +3,7 @@ package operator
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,10 +12,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 func TestDeploymentPod(t *testing.T) {
-	d := decode[appsv1.Deployment](t, deployment(guideProvider(), libvirtClass(), "banlieue-system", Options{BuildNamespace: DefaultBuildNamespace}))
+	d := decode[appsv1.Deployment](t, deployment(guideProvider(), libvirtClass(), "banlieue-system", Options{BuildNamespace: DefaultBuildNamespace}.withDefaults()))
 	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7"
 	if d.Name != wl || d.Namespace != "banlieue-system" {
 		t.Errorf("deployment %s/%s", d.Namespace, d.Name)
@@ -43,7 +45,9 @@ func TestDeploymentPod(t *testing.T) {
 	}
 	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
 		"--leader-election-id", wl, "--leader-election-namespace", "banlieue-system",
-		"--import-image", "registry.example/banlieue:v0.1.0", "--log-level", "info", "--log-format", "json"}
+		"--import-image", "registry.example/banlieue:v0.1.0",
+		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
+		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
 	}
@@ -89,7 +93,7 @@ func TestDeploymentClassOptions(t *testing.T) {
 	opts := Options{BuildTolerations: []corev1.Toleration{
 		{Key: "build", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoExecute},
-	}}
+	}, ImportBounds: jobbounds.Bounds{Deadline: 45 * time.Minute, MemoryLimit: resource.MustParse("1Gi")}}
 	d := decode[appsv1.Deployment](t, deployment(guideProvider(), class, "providers", opts))
 	pod := d.Spec.Template.Spec
 	if !reflect.DeepEqual(pod.ImagePullSecrets, class.Spec.Image.PullSecrets) || !reflect.DeepEqual(pod.NodeSelector, class.Spec.NodeSelector) ||
@@ -105,7 +109,8 @@ func TestDeploymentClassOptions(t *testing.T) {
 	}
 	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
 		"--leader-election-id", "banlieue-provider-libvirt-libvirt-edge-host-7", "--leader-election-namespace", "providers",
-		"--import-image", "registry.example/banlieue:v0.1.0", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute"}
+		"--import-image", "registry.example/banlieue:v0.1.0", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute",
+		"--import-deadline", "45m0s", "--import-cpu-request", "0", "--import-cpu-limit", "0", "--import-memory-request", "0", "--import-memory-limit", "1Gi"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 // Defaults of Options (docs/operations.md, "Role-specific flags").
@@ -35,6 +36,9 @@ type Options struct {
 	BuildNodeSelector map[string]string
 	// BuildTolerations are forwarded to every provider as --build-toleration.
 	BuildTolerations []corev1.Toleration
+	// ImportBounds are forwarded to every provider as --import-deadline and the other bound
+	// flags, which set them on import Jobs; without a deadline, jobbounds.DefaultImport.
+	ImportBounds jobbounds.Bounds
 }
 
 func (o Options) withDefaults() Options {
@@ -43,6 +47,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BuildNamespace == "" {
 		o.BuildNamespace = DefaultBuildNamespace
+	}
+	if o.ImportBounds.Deadline == 0 {
+		o.ImportBounds = jobbounds.DefaultImport()
 	}
 	return o
 }

@@ -399,6 +399,7 @@ func nonDefaultValues(digest string) []string {
 		"artifacts.size=500Gi", "artifacts.storageClassName=cephfs", "artifacts.accessModes[0]=ReadWriteOnce",
 		"providerClass.name=libvirt-custom", "providerClass.pullSecrets[0].name=regcred",
 	}
+	values = append(values, jobValues...)
 	var args []string
 	for _, v := range values {
 		args = append(args, "--set", v)

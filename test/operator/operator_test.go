@@ -213,7 +213,9 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	ctr := pod.Containers[0]
 	wantArgs := []string{"provider", "libvirt", "--provider-name", provider, "--namespace", systemNs,
 		"--leader-election-id", workload, "--leader-election-namespace", systemNs,
-		"--import-image", "registry.example/banlieue:v0.1.0", "--log-level", "info", "--log-format", "json"}
+		"--import-image", "registry.example/banlieue:v0.1.0",
+		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
+		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(ctr.Args, wantArgs) {
 		t.Errorf("args %q", ctr.Args)
 	}

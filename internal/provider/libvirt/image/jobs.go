@@ -1,7 +1,9 @@
 package image
 
 import (
+	"fmt"
 	"path"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 // Labels and annotations of an import Job.
@@ -34,6 +37,8 @@ type importJobSpec struct {
 	ContainerImage string
 	ServiceAccount string
 	Tolerations    []corev1.Toleration
+	// Bounds are the Job's deadline and resources (--import-deadline, --import-memory-limit, ...).
+	Bounds jobbounds.Bounds
 }
 
 // importJob is the import Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host".
@@ -81,6 +86,8 @@ func importJob(s importJobSpec) *batchv1.Job {
 			// only hammer the host.
 			BackoffLimit:            ptr.To[int32](1),
 			TTLSecondsAfterFinished: ptr.To[int32](finishedTTL),
+			// The deadline covers the retry: a host that stops reading keeps no import forever.
+			ActiveDeadlineSeconds: s.Bounds.ActiveDeadlineSeconds(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
@@ -96,6 +103,9 @@ func importJob(s importJobSpec) *batchv1.Job {
 						Name:  "import",
 						Image: s.ContainerImage,
 						Args:  args,
+						Env:   []corev1.EnvVar{s.Bounds.GoMemLimit()},
+						// The import streams through fixed buffers (jobbounds.DefaultImport).
+						Resources: s.Bounds.Resources(),
 						VolumeMounts: []corev1.VolumeMount{{
 							Name: "artifacts", MountPath: artifactsMount, ReadOnly: true,
 						}},
@@ -130,8 +140,23 @@ func jobZone(pool string, job *batchv1.Job) banlieuev1.ImageZoneStatus {
 	case job.Status.Succeeded > 0:
 		return banlieuev1.ImageZoneStatus{Name: pool, Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: pool + "/" + job.Name}
 	case job.Status.Failed > 0 && job.Status.Active == 0:
-		return notReadyZone(pool, banlieuev1.ReasonImportFailed, "import Job "+job.Name+" failed")
+		return notReadyZone(pool, banlieuev1.ReasonImportFailed, failedMessage(job))
 	default:
 		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job running")
 	}
+}
+
+// failedMessage is the zone's message for a failed import Job. A Job stopped at its deadline
+// says so: its killed pod's log tells nothing of why.
+func failedMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
+			deadline := "its deadline"
+			if s := job.Spec.ActiveDeadlineSeconds; s != nil {
+				deadline = fmt.Sprintf("its deadline of %s", time.Duration(*s)*time.Second)
+			}
+			return fmt.Sprintf("import Job %s was stopped at %s (--import-deadline): the upload to the host was too slow", job.Name, deadline)
+		}
+	}
+	return "import Job " + job.Name + " failed"
 }

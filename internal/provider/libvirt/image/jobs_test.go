@@ -1,15 +1,20 @@
 package image
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 func TestImportJobManifest(t *testing.T) {
@@ -121,5 +126,79 @@ func TestJobOwnership(t *testing.T) {
 			` was not created by banlieue for VMImage kairos, Provider banlieue-system/host-7 and pool "default": `) {
 			t.Errorf("%s: message %q", tc.name, conflict)
 		}
+	}
+}
+
+// TestImportJobBounds: the provider's --import-* bounds land on the Job and its container.
+func TestImportJobBounds(t *testing.T) {
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos", UID: "u1"}}
+	img.Status.BuildArtifact = &banlieuev1.BuildArtifact{File: "kairos.raw", PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}}
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-7", Namespace: "ns"}}
+	for _, tt := range []struct {
+		name       string
+		bounds     jobbounds.Bounds
+		deadline   int64
+		resources  string
+		goMemLimit string
+	}{
+		{"defaults", jobbounds.DefaultImport(), 21600, "cpu 100m/1 memory 64Mi/256Mi", "241591905"},
+		{"no CPU limit", jobbounds.Bounds{Deadline: 2 * time.Hour, CPURequest: resource.MustParse("1"),
+			MemoryRequest: resource.MustParse("100M"), MemoryLimit: resource.MustParse("100M")}, 7200, "cpu 1/- memory 100M/100M", "90000000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v", Bounds: tt.bounds})
+			if d := job.Spec.ActiveDeadlineSeconds; d == nil || *d != tt.deadline {
+				t.Errorf("activeDeadlineSeconds %v, want %d", d, tt.deadline)
+			}
+			c := job.Spec.Template.Spec.Containers[0]
+			q := func(l corev1.ResourceList, n corev1.ResourceName) string {
+				if v, ok := l[n]; ok {
+					return v.String()
+				}
+				return "-"
+			}
+			r := c.Resources
+			got := fmt.Sprintf("cpu %s/%s memory %s/%s", q(r.Requests, corev1.ResourceCPU), q(r.Limits, corev1.ResourceCPU),
+				q(r.Requests, corev1.ResourceMemory), q(r.Limits, corev1.ResourceMemory))
+			if got != tt.resources {
+				t.Errorf("resources %s, want %s", got, tt.resources)
+			}
+			if len(c.Env) != 1 || c.Env[0] != (corev1.EnvVar{Name: "GOMEMLIMIT", Value: tt.goMemLimit}) {
+				t.Errorf("env %v, want GOMEMLIMIT=%s", c.Env, tt.goMemLimit)
+			}
+		})
+	}
+}
+
+// TestImportFailedMessage: a Job stopped at its deadline names the deadline and its flag.
+func TestImportFailedMessage(t *testing.T) {
+	deadline := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-x"}, Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](3600)},
+		Status: batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+			Reason: batchv1.JobReasonDeadlineExceeded, Message: "Job was active longer than specified deadline"}}}}
+	backoff := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-y"},
+		Status: batchv1.JobStatus{Failed: 2, Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
+			Reason: batchv1.JobReasonBackoffLimitExceeded}}}}
+	for _, tt := range []struct {
+		job  *batchv1.Job
+		want string
+	}{
+		{deadline, "import Job import-x was stopped at its deadline of 1h0m0s (--import-deadline): the upload to the host was too slow"},
+		{backoff, "import Job import-y failed"},
+	} {
+		if z := jobZone("p", tt.job); z.Message != tt.want || z.Reason != banlieuev1.ReasonImportFailed {
+			t.Errorf("zone %+v, want ImportFailed %q", z, tt.want)
+		}
+	}
+}
+
+// TestUnsetBoundsAreTheDefaults: a Reconciler made without bounds (tests, benches) still gives
+// its Jobs a deadline and a GOMEMLIMIT; set bounds are kept.
+func TestUnsetBoundsAreTheDefaults(t *testing.T) {
+	if got, want := (&Reconciler{}).bounds().Args("import"), jobbounds.DefaultImport().Args("import"); !slices.Equal(got, want) {
+		t.Errorf("unset: %q, want %q", got, want)
+	}
+	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
+	if got := (&Reconciler{Bounds: set}).bounds().Args("import"); !slices.Equal(got, set.Args("import")) {
+		t.Errorf("set: %q, want %q", got, set.Args("import"))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/naming"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -57,6 +58,9 @@ type Reconciler struct {
 	// and read from the cache. Without that grant they are read uncached (a Job informer would
 	// never sync, and the controller's start would fail): every zone then reports the refusal.
 	WatchJobs bool
+	// Bounds are every import Job's deadline and resources; without a deadline (a Reconciler
+	// made by a test or bench), jobbounds.DefaultImport.
+	Bounds jobbounds.Bounds
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -245,6 +249,15 @@ func volumeZone(ctx context.Context, host *libvirt.Client, poolName, volume stri
 	}
 }
 
+// bounds are r.Bounds, or the defaults when unset: a zero deadline would fail every import Job
+// at once, and a zero GOMEMLIMIT would keep its collector running without pause.
+func (r *Reconciler) bounds() jobbounds.Bounds {
+	if r.Bounds.Deadline == 0 {
+		return jobbounds.DefaultImport()
+	}
+	return r.Bounds
+}
+
 // importZone adopts the pool's import Job or creates it. An existing Job is never updated: a
 // running multi-gigabyte transfer must not be restarted by a re-reconcile. A Job of the
 // expected name is adopted only when it proves to be this import's (jobOwnership); one of
@@ -254,6 +267,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	want := importJob(importJobSpec{
 		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
 		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
+		Bounds: r.bounds(),
 	})
 	var job batchv1.Job
 	err := r.jobs().Get(ctx, client.ObjectKeyFromObject(want), &job)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-
+	"banlieue.io/banlieue/internal/jobbounds"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
@@ -29,6 +29,9 @@ type Options struct {
 	ImportImage, ImportServiceAccount string
 	// Tolerations are copied onto import Jobs.
 	Tolerations []corev1.Toleration
+	// ImportBounds are every import Job's deadline and resources (--import-deadline and the
+	// other bound flags); without a deadline, jobbounds.DefaultImport (image.Reconciler).
+	ImportBounds jobbounds.Bounds
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
@@ -87,6 +90,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		ImportServiceAccount: opts.ImportServiceAccount,
 		Tolerations:          opts.Tolerations,
 		WatchJobs:            watchJobs,
+		Bounds:               opts.ImportBounds,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -1,0 +1,124 @@
+package install
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/jobbounds"
+)
+
+// jobValues set every limit and Job bound of the chart to something other than its default.
+var jobValues = []string{
+	"imagebuilder.limits.maxDownloadSize=4Gi", "imagebuilder.limits.maxDiskSize=40Gi",
+	"imagebuilder.limits.maxXZDictionary=8Mi", "imagebuilder.limits.maxZstdWindow=16Mi",
+	"imagebuilder.limits.minTransferRate=1Mi",
+	"imagebuilder.limits.allowNetworks[0]=10.20.0.0/16", "imagebuilder.limits.allowNetworks[1]=fd00::/8",
+	"imagebuilder.limits.insecureRegistries[0]=mirror.lab:5000",
+	"imagebuilder.jobs.deadline=90m", "imagebuilder.jobs.cpuRequest=250m", "imagebuilder.jobs.cpuLimit=0",
+	"imagebuilder.jobs.memoryRequest=256Mi", "imagebuilder.jobs.memoryLimit=1Gi",
+	"operator.importJobs.deadline=2h", "operator.importJobs.cpuRequest=50m", "operator.importJobs.cpuLimit=2",
+	"operator.importJobs.memoryRequest=32Mi", "operator.importJobs.memoryLimit=128Mi",
+}
+
+// roleFlags parses a rendered role's args with the binary's own limit and bound flags, starting
+// from zero values: a flag the rendering leaves out stays zero and fails the comparison, so the
+// defaults are checked to be rendered, not merely inherited.
+func roleFlags(t *testing.T, args []string, kind string) (build.Limits, jobbounds.Bounds) {
+	t.Helper()
+	var limits build.Limits
+	var bounds jobbounds.Bounds
+	fs := pflag.NewFlagSet(kind, pflag.ContinueOnError)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	if kind == "build" {
+		limits.AddFlags(fs)
+	}
+	bounds.AddFlags(fs, kind)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return limits, bounds
+}
+
+func deploymentArgs(t *testing.T, objs []*unstructured.Unstructured, name string) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == name {
+			ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(ctrs[0].(map[string]any), "args")
+			return args
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
+// TestChartJobFlags: the chart's (and config/default's) limit and Job bound values reach the
+// imagebuilder's and the operator's args; left at their defaults they are the binary's defaults.
+func TestChartJobFlags(t *testing.T) {
+	helm := helmBinary(t)
+	custom := func(deadline string, cpuReq, cpuLim, memReq, memLim string) jobbounds.Bounds {
+		d, _ := time.ParseDuration(deadline)
+		return jobbounds.Bounds{Deadline: d, CPURequest: resource.MustParse(cpuReq), CPULimit: resource.MustParse(cpuLim),
+			MemoryRequest: resource.MustParse(memReq), MemoryLimit: resource.MustParse(memLim)}
+	}
+	for _, tt := range []struct {
+		name                      string
+		rendering                 []byte
+		limits                    build.Limits
+		buildBounds, importBounds jobbounds.Bounds
+	}{
+		{"helm template (default values)", renderChart(t, helm), build.DefaultLimits(), jobbounds.DefaultBuild(), jobbounds.DefaultImport()},
+		{"kubectl kustomize config/default", renderKustomize(t), build.DefaultLimits(), jobbounds.DefaultBuild(), jobbounds.DefaultImport()},
+		{"helm template (job values set)", renderChart(t, helm, setFlags(jobValues)...), build.Limits{
+			MaxDownloadBytes: 4 << 30, MaxDiskBytes: 40 << 30, MaxXZDictBytes: 8 << 20, MaxZstdWindowBytes: 16 << 20, MinBytesPerSecond: 1 << 20,
+			AllowNetworks:      []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00::/8")},
+			InsecureRegistries: []string{"mirror.lab:5000"},
+		}, custom("90m", "250m", "0", "256Mi", "1Gi"), custom("2h", "50m", "2", "32Mi", "128Mi")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := parseObjects(t, tt.rendering)
+			builderArgs := deploymentArgs(t, objs, "banlieue-imagebuilder")
+			limits, bounds := roleFlags(t, builderArgs, "build")
+			if !reflect.DeepEqual(limits, tt.limits) {
+				t.Errorf("imagebuilder limits\n got %+v\nwant %+v\nfrom %q", limits, tt.limits, builderArgs)
+			}
+			if got, want := bounds.Args("build"), tt.buildBounds.Args("build"); !slices.Equal(got, want) {
+				t.Errorf("imagebuilder build bounds %q, want %q", got, want)
+			}
+			// The rendered limits must be ones the imagebuilder starts with.
+			if err := bounds.Validate("build", limits.MaxXZDictBytes+limits.MaxZstdWindowBytes+jobbounds.RuntimeMemory); err != nil {
+				t.Errorf("imagebuilder would refuse its args: %v", err)
+			}
+			opArgs := deploymentArgs(t, objs, "banlieue-operator")
+			_, imp := roleFlags(t, opArgs, "import")
+			if got, want := imp.Args("import"), tt.importBounds.Args("import"); !slices.Equal(got, want) {
+				t.Errorf("operator import bounds %q, want %q", got, want)
+			}
+			if err := imp.Validate("import", jobbounds.RuntimeMemory); err != nil {
+				t.Errorf("operator would refuse its args: %v", err)
+			}
+			for _, a := range deploymentArgs(t, objs, "banlieue-controller") {
+				if strings.HasPrefix(a, "--build-") || strings.HasPrefix(a, "--import-") || strings.HasPrefix(a, "--max-") {
+					t.Errorf("controller got %s, a flag it does not have", a)
+				}
+			}
+		})
+	}
+}
+
+func setFlags(values []string) []string {
+	var args []string
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	return args
+}
