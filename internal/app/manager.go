@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // Lease timings of every role (docs/operations.md).
@@ -49,7 +48,7 @@ func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Sch
 		HealthProbeBindAddress: ":" + strconv.Itoa(opts.HealthPort),
 		LivenessEndpointName:   "/livez",
 		ReadinessEndpointName:  "/readyz",
-		Metrics:                metricsserver.Options{BindAddress: metricsAddress(opts.MetricsPort)},
+		Metrics:                metricsServer(opts),
 		LeaderElection:         !opts.NoLeaderElect,
 		LeaseDuration:          &leaseDuration,
 		RenewDeadline:          &renewDeadline,
@@ -85,13 +84,6 @@ func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Sch
 		return nil, err
 	}
 	return mgr, nil
-}
-
-func metricsAddress(port int) string {
-	if port == 0 {
-		return "0"
-	}
-	return ":" + strconv.Itoa(port)
 }
 
 // newLeaseLock exists because controller-runtime derives the holder identity itself; docs/operations.md, "Common flags"

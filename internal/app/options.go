@@ -18,6 +18,7 @@ type Options struct {
 	Namespace               string
 	HealthPort              int
 	MetricsPort             int
+	MetricsSecure           bool
 	LogFormat               string
 	LogLevel                string
 	NoLeaderElect           bool
@@ -37,6 +38,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 		"port serving /livez and /readyz (env BANLIEUE_HEALTH_PORT)")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("BANLIEUE_METRICS_PORT", 8080),
 		"port serving /metrics; 0 disables it (env BANLIEUE_METRICS_PORT)")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", envBoolOr("BANLIEUE_METRICS_SECURE", true),
+		"serve /metrics over HTTPS to callers whose token may get /metrics; false serves plain HTTP on 127.0.0.1 only, for local development (env BANLIEUE_METRICS_SECURE)")
 	fs.StringVar(&o.LogFormat, "log-format", envString("BANLIEUE_LOG_FORMAT", "text"),
 		"log format: text or json (env BANLIEUE_LOG_FORMAT)")
 	fs.StringVar(&o.LogLevel, "log-level", os.Getenv("BANLIEUE_LOG_LEVEL"),
@@ -95,6 +98,15 @@ func envString(name, fallback string) string {
 func envInt(name string, fallback int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return n
+	}
+	return fallback
+}
+
+// envBoolOr is envBool for a flag that defaults to true: an unset or unparsable value keeps the
+// fallback, so a typo cannot turn a protection off.
+func envBoolOr(name string, fallback bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return b
 	}
 	return fallback
 }
