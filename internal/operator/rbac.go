@@ -34,3 +34,7 @@ package operator
 // Its own events and leader lease, also granted to each provider.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
+//
+// /metrics checks each caller's token and its right to get /metrics (internal/app/metrics_server.go).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

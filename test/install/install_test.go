@@ -10,6 +10,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -272,6 +274,40 @@ func TestInstall(t *testing.T) {
 		}
 		for _, b := range rbs.Items {
 			check("RoleBinding", b.Namespace+"/"+b.Name, b.RoleRef, b.Subjects)
+		}
+	})
+
+	// Every role's /metrics reviews its callers (internal/app/metrics_server.go): each role may
+	// create the two reviews, and banlieue-metrics-reader is the one rule a scraper needs.
+	t.Run("metrics reviews and reader", func(t *testing.T) {
+		for _, role := range roles {
+			as := c.as(t, systemNS, "banlieue-"+role)
+			allowed(t, "banlieue-"+role+" creates a TokenReview", as.Create(ctx,
+				&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}))
+			allowed(t, "banlieue-"+role+" creates a SubjectAccessReview", as.Create(ctx,
+				&authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "someone",
+					NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}))
+		}
+		// The provider's ClusterRole is bound only by the operator, per Provider: read its rules.
+		var providerRole rbacv1.ClusterRole
+		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		} {
+			if !slices.ContainsFunc(providerRole.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, want) }) {
+				t.Errorf("ClusterRole banlieue-provider-libvirt lacks %v", want)
+			}
+		}
+		var reader rbacv1.ClusterRole
+		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-metrics-reader"}, &reader); err != nil {
+			t.Fatalf("ClusterRole banlieue-metrics-reader: %v", err)
+		}
+		wantRules := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+		if !equality.Semantic.DeepEqual(reader.Rules, wantRules) {
+			t.Errorf("ClusterRole banlieue-metrics-reader rules %+v, want %+v", reader.Rules, wantRules)
 		}
 	})
 
