@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -67,6 +68,8 @@ func TestRolesFromOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	reader := env.MetricsReader(t)
+
 	t.Run("leader and standby", func(t *testing.T) {
 		leader, metricsPort := start(t, bin, kubeconfig, "controller", "--leader-election-identity", "first", "--log-format", "json")
 		waitStatus(t, leader.health+"/livez", 200, 30*time.Second)
@@ -87,7 +90,12 @@ func TestRolesFromOutside(t *testing.T) {
 		if *lease.Spec.HolderIdentity != "first" || *lease.Spec.LeaseDurationSeconds != 15 {
 			t.Errorf("lease holder %q duration %d, want first and 15 s", *lease.Spec.HolderIdentity, *lease.Spec.LeaseDurationSeconds)
 		}
-		metrics := waitStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200, 10*time.Second)
+		var metrics string
+		testenv.Eventually(t, 10*time.Second, "the reader's /metrics answering 200", func() error {
+			var code int
+			code, metrics = reader.Get(metricsPort)
+			return testenv.Unmet(code == 200, fmt.Sprintf("got %d (%s)", code, strings.TrimSpace(metrics)))
+		})
 		for _, series := range []string{`banlieue_leader{role="controller"} 1`, `banlieue_reconcile_total{controller="virtualmachine",result="success"}`,
 			`banlieue_virtualmachines{phase="Pending"}`, "controller_runtime_reconcile_total"} {
 			if !strings.Contains(metrics, series) {
@@ -101,7 +109,7 @@ func TestRolesFromOutside(t *testing.T) {
 		// /readyz answers before the manager starts its runnables, the one that sets
 		// banlieue_leader among them (internal/app/metrics.go), so the gauge may need a moment.
 		testenv.Eventually(t, 10*time.Second, "standby must report banlieue_leader 0", func() error {
-			code, m := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", standbyMetrics))
+			code, m := reader.Get(standbyMetrics)
 			return testenv.Unmet(code == 200 && strings.Contains(m, `banlieue_leader{role="controller"} 0`), fmt.Sprintf("/metrics %d", code))
 		})
 
@@ -119,6 +127,50 @@ func TestRolesFromOutside(t *testing.T) {
 		}
 	})
 
+	// docs/security.md, "Metrics": the default /metrics answers only a token whose subject may
+	// get /metrics. The tokens are real ServiceAccount tokens from the TokenRequest API, checked
+	// by the role with a TokenReview and a SubjectAccessReview against the API server.
+	t.Run("metrics need a token allowed to get /metrics", func(t *testing.T) {
+		p, metricsPort := start(t, bin, kubeconfig, "controller", "--no-leader-elect")
+		waitStatus(t, p.health+"/readyz", 200, 60*time.Second)
+		unbound := env.ServiceAccountScraper(t, "banlieue-test-no-role")
+		for _, tt := range []struct {
+			name     string
+			scraper  *testenv.Scraper
+			code     int
+			contains string
+		}{
+			{"no token", reader.Anonymous(), 401, "Unauthorized"},
+			{"a token without banlieue-metrics-reader", unbound, 403, "Authorization denied for user system:serviceaccount:default:banlieue-test-no-role"},
+			{"a token bound to banlieue-metrics-reader", reader, 200, `banlieue_leader{role="controller"} 1`},
+		} {
+			testenv.Eventually(t, 10*time.Second, tt.name+" answered "+strconv.Itoa(tt.code), func() error {
+				code, body := tt.scraper.Get(metricsPort)
+				return testenv.Unmet(code == tt.code && strings.Contains(body, tt.contains),
+					fmt.Sprintf("got %d (%.200s)", code, strings.TrimSpace(body)))
+			})
+		}
+		// Plain HTTP on the secure port is refused by the TLS server, not served.
+		if code, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); code == 200 {
+			t.Errorf("plain HTTP on the secure port answered 200: %.200s", body)
+		}
+	})
+
+	t.Run("metrics-secure=false serves plain HTTP on loopback only", func(t *testing.T) {
+		p, metricsPort := start(t, bin, kubeconfig, "controller", "--no-leader-elect", "--metrics-secure=false")
+		waitStatus(t, p.health+"/readyz", 200, 60*time.Second)
+		waitStatus(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200, 10*time.Second)
+		ip := nonLoopbackIP(t)
+		if ip == "" {
+			t.Log("no non-loopback IPv4 address on this machine: the loopback-only bind is not checked")
+			return
+		}
+		if conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(metricsPort)), 2*time.Second); err == nil {
+			conn.Close()
+			t.Errorf("plain /metrics accepted a connection on %s; it must listen on 127.0.0.1 only", ip)
+		}
+	})
+
 	t.Run("bad flags are refused before starting", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"controller", "--log-format", "xml"},
@@ -131,4 +183,19 @@ func TestRolesFromOutside(t *testing.T) {
 			}
 		}
 	})
+}
+
+// nonLoopbackIP is an IPv4 address of this machine other than loopback, or "".
+func nonLoopbackIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
 }
