@@ -117,7 +117,9 @@ YAML
   # Restarted on every up, so they always run the binary just built.
   stop provider-libvirt >/dev/null
   stop controller >/dev/null
-  local common=(--kubeconfig "$kubeconfig" --no-leader-elect --log-format text)
+  # Local development: plain /metrics on 127.0.0.1, so `curl localhost:18080/metrics` reads it
+  # (docs/operations.md, "Metrics"); in a cluster the roles keep the default, HTTPS with a token.
+  local common=(--kubeconfig "$kubeconfig" --no-leader-elect --log-format text --metrics-secure=false)
   start controller bin/banlieue controller "${common[@]}" --health-port 18081 --metrics-port 18080
   start provider-libvirt bin/banlieue provider libvirt "${common[@]}" --provider-name "$provider" \
     --namespace "$namespace" --health-port 18083 --metrics-port 18082

@@ -39,7 +39,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("BANLIEUE_METRICS_PORT", 8080),
 		"port serving /metrics; 0 disables it (env BANLIEUE_METRICS_PORT)")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", envBoolOr("BANLIEUE_METRICS_SECURE", true),
-		"serve /metrics over HTTPS to callers whose token may get /metrics; false serves plain HTTP on 127.0.0.1 only, for local development (env BANLIEUE_METRICS_SECURE)")
+		"serve /metrics over HTTPS to tokens allowed to get it; false: plain HTTP on 127.0.0.1, for local development (env BANLIEUE_METRICS_SECURE)")
 	fs.StringVar(&o.LogFormat, "log-format", envString("BANLIEUE_LOG_FORMAT", "text"),
 		"log format: text or json (env BANLIEUE_LOG_FORMAT)")
 	fs.StringVar(&o.LogLevel, "log-level", os.Getenv("BANLIEUE_LOG_LEVEL"),

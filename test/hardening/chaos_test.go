@@ -1,13 +1,11 @@
 package hardening
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
 	mrand "math/rand/v2"
 	"net"
@@ -227,7 +225,7 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 
 	ports := quietPorts(t, 2)
 	c.prov = &providerProcess{bin: bin, kubeconfig: kubeconfig, ns: s.ns, out: &testenv.Buffer{},
-		metricsPort: ports[0], healthPort: ports[1]}
+		metricsPort: ports[0], healthPort: ports[1], metrics: env.MetricsReader(t)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("provider output (every incarnation), last lines:\n%s", lastLines(c.prov.out.Bytes(), 150))
@@ -759,8 +757,10 @@ type providerProcess struct {
 	exited chan struct{}
 	// The ports are the run's, for every incarnation (see quietPorts).
 	metricsPort, healthPort string
-	startedAt               time.Time
-	starts                  int
+	// metrics scrapes the secure /metrics with a token allowed to read it.
+	metrics   *testenv.Scraper
+	startedAt time.Time
+	starts    int
 }
 
 func (p *providerProcess) start(t *testing.T) {
@@ -854,23 +854,22 @@ func (p *providerProcess) waitLeading(t *testing.T) time.Duration {
 	}
 }
 
-var metricsClient = &http.Client{Timeout: 2 * time.Second}
-
 // metric reads one sample of the process's /metrics; false while it cannot be read.
 func (p *providerProcess) metric(name string) (float64, bool) {
-	resp, err := metricsClient.Get("http://127.0.0.1:" + p.metricsPort + "/metrics")
+	port, err := strconv.Atoi(p.metricsPort)
 	if err != nil {
 		return 0, false
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+	code, body := p.metrics.Get(port)
+	if code != http.StatusOK {
+		return 0, false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			return f, err == nil
 		}
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
 	return 0, false
 }
 

@@ -268,6 +268,8 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 		}
 	}
 
+	// The default, secure /metrics: its certificate is generated in memory, nothing written.
+	reader := env.MetricsReader(t)
 	cwd := readOnlyDir(t)
 	procs := make([]*process, len(roles))
 	for i, r := range roles {
@@ -282,7 +284,7 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 			p.waitFor(t, "/readyz", p.health, 200, 60*time.Second)
 			// Reconciles have run; a write attempt would have happened by now.
 			deadline := time.Now().Add(30 * time.Second)
-			for reconciles(p.get(t, p.metrics, "/metrics"), r.controller) == 0 {
+			for reconciles(p.scrape(t, reader), r.controller) == 0 {
 				if time.Now().After(deadline) {
 					t.Fatalf("no banlieue_reconcile_total for controller %q after 30 s\n%s", r.controller, string(p.Output()))
 				}
@@ -349,11 +351,12 @@ func (p *process) request(port int, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-func (p *process) get(t *testing.T, port int, path string) string {
+// scrape is the role's /metrics, read as reader.
+func (p *process) scrape(t *testing.T, reader *testenv.Scraper) string {
 	t.Helper()
-	code, body := p.request(port, path)
+	code, body := reader.Get(p.metrics)
 	if code != 200 {
-		t.Fatalf("GET :%d%s: %d %s", port, path, code, body)
+		t.Fatalf("GET :%d/metrics: %d %s", p.metrics, code, body)
 	}
 	return body
 }
