@@ -64,3 +64,56 @@ func fnvHex(s string) string {
 	}
 	return string(out)
 }
+
+func TestUnique(t *testing.T) {
+	long := strings.Repeat("l", 70)
+	tests := []struct {
+		name, readable string
+		identity       []string
+		want           string
+	}{
+		// The digests are the first 16 hex digits of `printf '7:libvirt6:team-a4:edge' |
+		// sha256sum`, computed outside Go, so they pin the encoding and the algorithm.
+		{"short readable kept whole", "banlieue-provider-libvirt-edge", []string{"libvirt", "team-a", "edge"},
+			"banlieue-provider-libvirt-edge-7b4205e1b8aee272"},
+		{"the guide's lab-gold", "banlieue-provider-libvirt-lab-gold", []string{"libvirt", "banlieue-system", "lab-gold"},
+			"banlieue-provider-libvirt-lab-gold-46a39fbafde50489"},
+		{"long readable cut to 46", "banlieue-provider-libvirt-" + long, []string{"libvirt", "team-a", long},
+			"banlieue-provider-libvirt-" + strings.Repeat("l", 20) + "-"},
+		{"trailing dash and dot trimmed at the cut", strings.Repeat("d", 44) + ".-xyz", []string{"x"},
+			strings.Repeat("d", 44) + "-"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Unique(tt.readable, tt.identity...)
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("Unique(%q, %q) = %q, want prefix %q", tt.readable, tt.identity, got, tt.want)
+			}
+			if len(got) > MaxLength {
+				t.Errorf("Unique(%q) is %d characters", tt.readable, len(got))
+			}
+			digest := got[strings.LastIndex(got, "-")+1:]
+			if len(digest) != 16 || strings.Trim(digest, "0123456789abcdef") != "" {
+				t.Errorf("Unique(%q) = %q does not end in 16 hex digits", tt.readable, got)
+			}
+		})
+	}
+}
+
+// TestUniqueSeparatesAmbiguousJoins: tuples whose parts join to the same string, or whose
+// readable parts are equal, still get different names.
+func TestUniqueSeparatesAmbiguousJoins(t *testing.T) {
+	pairs := [][2][]string{
+		{{"libvirt", "team-a", "edge"}, {"libvirt", "team", "a-edge"}},
+		{{"libvirt", "team-a", "edge"}, {"libvirt", "team-b", "edge"}},
+		{{"libvirt-gpu", "ns", "host"}, {"libvirt", "ns", "gpu-host"}},
+		{{"a", "bc"}, {"ab", "c"}},
+		{{"1:a", ""}, {"1:a0:"}},
+	}
+	for _, p := range pairs {
+		a, b := Unique("same-readable", p[0]...), Unique("same-readable", p[1]...)
+		if a == b {
+			t.Errorf("%q and %q share the name %q", p[0], p[1], a)
+		}
+	}
+}

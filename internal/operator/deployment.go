@@ -28,7 +28,7 @@ var defaultResources = corev1.ResourceRequirements{
 
 // deployment is the provider Deployment of p under class, in workloadNs.
 func deployment(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workloadNs string, opts Options) *appsv1ac.DeploymentApplyConfiguration {
-	name := workloadName(class.Name, p.Name)
+	name := workloadName(class.Name, p.Namespace, p.Name)
 	lbls := workloadLabels(p, class)
 	pod := corev1ac.PodSpec().
 		WithServiceAccountName(name).
@@ -45,10 +45,10 @@ func deployment(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workloa
 	for _, s := range class.Spec.Image.PullSecrets {
 		pod.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
 	}
-	return withOwner(appsv1ac.Deployment(name, workloadNs).WithLabels(lbls), p, workloadNs).
+	return withOwner(appsv1ac.Deployment(name, workloadNs).WithLabels(lbls).WithAnnotations(workloadAnnotations(p)), p, workloadNs).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas(class.Spec.Replicas)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(p))).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(p, class))).
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(lbls).WithSpec(pod)))
 }
 
@@ -87,7 +87,7 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		"provider", class.Spec.Backend,
 		"--provider-name", p.Name,
 		"--namespace", p.Namespace,
-		"--leader-election-id", workloadName(class.Name, p.Name),
+		"--leader-election-id", workloadName(class.Name, p.Namespace, p.Name),
 		"--leader-election-namespace", workloadNs,
 		"--import-image", imageRef(class.Spec.Image),
 	}

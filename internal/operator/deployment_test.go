@@ -17,14 +17,14 @@ import (
 
 func TestDeploymentPod(t *testing.T) {
 	d := decode[appsv1.Deployment](t, deployment(guideProvider(), libvirtClass(), "banlieue-system", Options{BuildNamespace: DefaultBuildNamespace}.withDefaults()))
-	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7"
+	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3"
 	if d.Name != wl || d.Namespace != "banlieue-system" {
 		t.Errorf("deployment %s/%s", d.Namespace, d.Name)
 	}
 	if got := *d.Spec.Replicas; got != 1 {
 		t.Errorf("replicas %d", got)
 	}
-	if want := map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelProvider: "libvirt-edge-host-7"}; !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
+	if want := map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelInstance: wl}; !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
 		t.Errorf("selector %v", d.Spec.Selector.MatchLabels)
 	}
 	pod := d.Spec.Template.Spec
@@ -108,7 +108,7 @@ func TestDeploymentClassOptions(t *testing.T) {
 		t.Errorf("resources %+v, want the class's", c.Resources)
 	}
 	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
-		"--leader-election-id", "banlieue-provider-libvirt-libvirt-edge-host-7", "--leader-election-namespace", "providers",
+		"--leader-election-id", "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3", "--leader-election-namespace", "providers",
 		"--import-image", "registry.example/banlieue:v0.1.0", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute",
 		"--import-deadline", "45m0s", "--import-cpu-request", "0", "--import-cpu-limit", "0", "--import-memory-request", "0", "--import-memory-limit", "1Gi"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {

@@ -2,23 +2,27 @@ package operator
 
 import "banlieue.io/banlieue/internal/naming"
 
-// Names of the objects of one Provider's workload (docs/guides/libvirt-provider.md, "5. What the operator creates for it"). Every name is capped at 63
-// characters because the workload name is also the value of app.kubernetes.io/instance.
+// Names of the objects of one Provider's workload (docs/guides/libvirt-provider.md, "5. What
+// the operator creates for it").
+//
+// Every object is named from one workload name, unique over the whole cluster: the
+// ClusterRoleBinding is cluster-scoped, the build Role and RoleBinding share the build
+// namespace with every other Provider's, and a class's workloadNamespace holds the
+// ServiceAccount, Deployment and lease of Providers from many namespaces. Even the Provider's
+// own namespace is no refuge for a readable join: class libvirt-gpu with Provider host and class
+// libvirt with Provider gpu-host both read banlieue-provider-libvirt-gpu-host. So the name is
+// naming.Unique over (class, provider namespace, provider name), and one scheme serves every
+// scope (docs/security.md, "Workload names in shared scopes").
 
-// workloadName names the namespaced objects: banlieue-provider-<class>-<provider>.
-func workloadName(class, provider string) string {
-	return naming.Capped("banlieue-provider-" + class + "-" + provider)
+// workloadName names every object of the workload: banlieue-provider-<class>-<provider>, cut to
+// fit, then "-" and a digest of the identity. It is at most 63 characters, which its use as the
+// value of app.kubernetes.io/instance needs.
+func workloadName(class, providerNamespace, provider string) string {
+	return naming.Unique("banlieue-provider-"+class+"-"+provider, class, providerNamespace, provider)
 }
 
-// clusterScopedName names the ClusterRoleBinding; it carries the Provider's namespace because
-// two Providers of the same name in different namespaces share the cluster scope.
-func clusterScopedName(class, providerNamespace, provider string) string {
-	return naming.Capped("banlieue-provider-" + class + "-" + providerNamespace + "-" + provider)
-}
-
-// importName names the Role and RoleBinding granted to the import Jobs. The suffix is added after
-// capping, as docs/guides/libvirt-provider.md ("5. What the operator creates for it") spells it
-// (<workloadName>-import); Role names allow 253 characters.
+// importName names the Role and RoleBinding granted to the import Jobs. Role names allow 253
+// characters, so the suffix goes after the 63-character workload name.
 func importName(workload string) string {
 	return workload + "-import"
 }

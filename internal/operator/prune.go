@@ -48,9 +48,10 @@ func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, 
 	return err
 }
 
-// deleteWorkload deletes every object labelled as p's workload, in any namespace, except those
-// in keep. It returns what it deleted ("Kind namespace/name"), grouped by workload instance. A
-// 404 counts as deleted: the object is gone either way.
+// deleteWorkload deletes every object of p's workload (workloadOwner), in any namespace, except
+// those in keep. The selector only narrows the list: capped labels can match another Provider's
+// objects, which are left alone. It returns what it deleted ("Kind namespace/name"), grouped by
+// workload instance. A 404 counts as deleted: the object is gone either way.
 func (r *providerReconciler) deleteWorkload(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool) (map[string][]string, error) {
 	deleted := map[string][]string{}
 	selector := client.MatchingLabelsSelector{Selector: ownedSelector(p.Namespace, p.Name)}
@@ -62,7 +63,7 @@ func (r *providerReconciler) deleteWorkload(ctx context.Context, p *banlieuev1.P
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
-			if keep[objectKey{gvk.Kind, obj.Namespace, obj.Name}] {
+			if owner, ok := workloadOwner(obj); !ok || owner != client.ObjectKeyFromObject(p) || keep[objectKey{gvk.Kind, obj.Namespace, obj.Name}] {
 				continue
 			}
 			obj.SetGroupVersionKind(gvk)

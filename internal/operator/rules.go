@@ -48,7 +48,7 @@ func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) []rbacv1
 		// object exists.
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update", "patch"},
-			ResourceNames: []string{workloadName(class.Name, p.Name)}},
+			ResourceNames: []string{workloadName(class.Name, p.Namespace, p.Name)}},
 		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	)
 	return rules

@@ -27,7 +27,7 @@ func withCA(ca *banlieuev1.CABundleSource) *banlieuev1.Provider {
 }
 
 func TestRoleRules(t *testing.T) {
-	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7"
+	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3"
 	leases := []rbacv1.PolicyRule{
 		rule(lease, []string{"leases"}, []string{"create"}, nil),
 		rule(lease, []string{"leases"}, []string{"get", "update", "patch"}, []string{wl}),

@@ -66,13 +66,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 	return nil
 }
 
-// providerOfWorkload maps a workload object to its Provider through its labels.
+// providerOfWorkload maps a workload object to its Provider (workloadOwner).
 func providerOfWorkload(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[banlieuev1.LabelManagedBy] != ManagedBy || l[banlieuev1.LabelProvider] == "" || l[banlieuev1.LabelProviderNamespace] == "" {
+	key, ok := workloadOwner(o)
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[banlieuev1.LabelProviderNamespace], Name: l[banlieuev1.LabelProvider]}}}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
 // classOfProvider maps a Provider to its class; on an update both the old and the new class are

@@ -46,35 +46,35 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 
 // desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
 func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
-	name := workloadName(class.Name, p.Name)
+	name := workloadName(class.Name, p.Namespace, p.Name)
 	imp, build := importName(name), buildName(name)
 	wns := workloadNamespace(p, class)
-	lbls := workloadLabels(p, class)
+	lbls, ann := workloadLabels(p, class), workloadAnnotations(p)
 	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(wns)
 	return workload{
-		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls), p, wns),
-		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls), p, p.Namespace).
+		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls).WithAnnotations(ann), p, wns),
+		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRules(policyRules(roleRules(p, class))...),
-		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls), p, p.Namespace).
+		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", name)).
 			WithSubjects(sa),
-		importRole: withOwner(rbacv1ac.Role(imp, p.Namespace).WithLabels(lbls), p, p.Namespace).
+		importRole: withOwner(rbacv1ac.Role(imp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRules(policyRules(importRoleRules(p))...),
-		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls), p, p.Namespace).
+		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", imp)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(importServiceAccount).WithNamespace(opts.BuildNamespace)),
 		// The class's additionalRules apply where the import Jobs live. Owner references cannot
-		// cross namespaces, so these are pruned and cleaned up by label like the other
+		// cross namespaces, so these are pruned and cleaned up by workloadOwner like the other
 		// cross-namespace objects.
-		buildRole: withOwner(rbacv1ac.Role(build, opts.BuildNamespace).WithLabels(lbls), p, opts.BuildNamespace).
+		buildRole: withOwner(rbacv1ac.Role(build, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace).
 			WithRules(policyRules(class.Spec.AdditionalRules)...),
-		buildRoleBinding: withOwner(rbacv1ac.RoleBinding(build, opts.BuildNamespace).WithLabels(lbls), p, opts.BuildNamespace).
+		buildRoleBinding: withOwner(rbacv1ac.RoleBinding(build, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace).
 			WithRoleRef(roleRef("Role", build)).
 			WithSubjects(sa),
 		// Never owner-referenced: a namespaced owner of a cluster-scoped object is invalid and
 		// the garbage collector would delete the binding at once. Cleanup removes it instead.
-		clusterRoleBinding: rbacv1ac.ClusterRoleBinding(clusterScopedName(class.Name, p.Namespace, p.Name)).
-			WithLabels(lbls).
+		clusterRoleBinding: rbacv1ac.ClusterRoleBinding(name).
+			WithLabels(lbls).WithAnnotations(ann).
 			WithRoleRef(roleRef("ClusterRole", providerClusterRole(class.Spec.Backend))).
 			WithSubjects(sa),
 		deployment: deployment(p, class, wns, opts),

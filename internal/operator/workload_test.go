@@ -12,7 +12,7 @@ import (
 
 func TestWorkloadObjects(t *testing.T) {
 	p := guideProvider()
-	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7"
+	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3"
 	wantLabels := map[string]string{
 		"app.kubernetes.io/name":         "banlieue",
 		"banlieue.io/provider":           "libvirt-edge-host-7",
@@ -49,6 +49,9 @@ func TestWorkloadObjects(t *testing.T) {
 				if !reflect.DeepEqual(m.Labels, wantLabels) {
 					t.Errorf("%s %s labels %v", *o.GetKind(), m.Name, m.Labels)
 				}
+				if want := map[string]string{"banlieue.io/provider": "banlieue-system/libvirt-edge-host-7"}; !reflect.DeepEqual(m.Annotations, want) {
+					t.Errorf("%s %s annotations %v", *o.GetKind(), m.Name, m.Annotations)
+				}
 				if len(m.OwnerReferences) > 0 && !reflect.DeepEqual(m.OwnerReferences, owner) {
 					t.Errorf("%s %s ownerReferences %+v", *o.GetKind(), m.Name, m.OwnerReferences)
 				}
@@ -62,7 +65,7 @@ func TestWorkloadObjects(t *testing.T) {
 				{"RoleBinding", "banlieue-system", wl + "-import", true},
 				{"Role", "banlieue-imagebuild", wl + "-build", false},
 				{"RoleBinding", "banlieue-imagebuild", wl + "-build", false},
-				{"ClusterRoleBinding", "", "banlieue-provider-libvirt-banlieue-system-libvirt-edge-host-7", false},
+				{"ClusterRoleBinding", "", wl, false},
 				{"Deployment", tt.wantNs, wl, tt.wantOwnedWorkload},
 			}
 			if !reflect.DeepEqual(got, want) {

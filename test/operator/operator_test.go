@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -30,11 +31,13 @@ import (
 )
 
 const (
-	systemNs  = "banlieue-system"
-	buildNs   = "banlieue-imagebuild"
-	provider  = "libvirt-edge-host-7"
-	workload  = "banlieue-provider-libvirt-libvirt-edge-host-7"
-	crbName   = "banlieue-provider-libvirt-banlieue-system-libvirt-edge-host-7"
+	systemNs = "banlieue-system"
+	buildNs  = "banlieue-imagebuild"
+	provider = "libvirt-edge-host-7"
+	workload = "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3"
+	// workloadB is the same Provider's under class libvirt-b: cut to 46 characters before the
+	// digest of (libvirt-b, banlieue-system, libvirt-edge-host-7).
+	workloadB = "banlieue-provider-libvirt-b-libvirt-edge-host-ccdc7f3e98f7a17e"
 	operatorS = "banlieue-operator"
 )
 
@@ -110,6 +113,8 @@ func startOperator(ctx context.Context, t *testing.T, env *testenv.Env, opts ope
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  operator.CacheOptions(opts),
+		// Each test starts its own operator in this process; the controller names repeat.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +181,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		"RoleBinding":        &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		"import Role":        &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
 		"import RoleBinding": &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
-		"ClusterRoleBinding": &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crbName}},
+		"ClusterRoleBinding": &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workload}},
 		"Deployment":         &dep,
 	}
 	for what, obj := range objs {
@@ -186,6 +191,9 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		}
 		if !reflect.DeepEqual(obj.GetLabels(), wantLabels) {
 			t.Errorf("%s labels %v", what, obj.GetLabels())
+		}
+		if got := obj.GetAnnotations()["banlieue.io/provider"]; got != systemNs+"/"+provider {
+			t.Errorf("%s identity annotation %q", what, got)
 		}
 		wantOwner := owner
 		if what == "ClusterRoleBinding" {
@@ -223,7 +231,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		pod.ServiceAccountName != workload || *dep.Spec.Replicas != 1 {
 		t.Errorf("container %s image %s policy %s sa %s", ctr.Name, ctr.Image, ctr.ImagePullPolicy, pod.ServiceAccountName)
 	}
-	if !reflect.DeepEqual(dep.Spec.Selector.MatchLabels, map[string]string{"app.kubernetes.io/name": "banlieue", "banlieue.io/provider": provider}) {
+	if !reflect.DeepEqual(dep.Spec.Selector.MatchLabels, map[string]string{"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/instance": workload}) {
 		t.Errorf("selector %v", dep.Spec.Selector.MatchLabels)
 	}
 	if sc := pod.SecurityContext; !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || *sc.RunAsGroup != 65532 || *sc.FSGroup != 65532 ||
@@ -372,7 +380,6 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	if err := c.Create(ctx, &classB); err != nil {
 		t.Fatal(err)
 	}
-	const workloadB = "banlieue-provider-libvirt-b-libvirt-edge-host-7"
 	testenv.Eventually(t, timeout, "workload of the new class", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workloadB}, &appsv1.Deployment{})
 	})
@@ -383,7 +390,7 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crbName}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workload}},
 	} {
 		testenv.Eventually(t, timeout, fmt.Sprintf("old %T %s pruned", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
@@ -398,10 +405,9 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	if err := c.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	const workloadB = "banlieue-provider-libvirt-b-libvirt-edge-host-7"
 	for _, obj := range []client.Object{
 		p,
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-b-banlieue-system-libvirt-edge-host-7"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workloadB}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
