@@ -44,7 +44,7 @@ func download(ctx context.Context, hc *http.Client, url, path string, log io.Wri
 		}
 		lastErr = err
 	}
-	return fmt.Errorf("downloading %s: giving up after %d attempts: %w", url, downloadAttempts, lastErr)
+	return fmt.Errorf("downloading %s: giving up after %d attempts: %w", RedactURL(url), downloadAttempts, lastErr)
 }
 
 // fatalError is a response retrying cannot fix (404, 403, ...).
@@ -71,14 +71,15 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, &fatalError{err}
+		return false, &fatalError{redactURLError(err)}
 	}
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return false, err
+		// net/http names the request's URL (or a redirect's) in its error.
+		return false, redactURLError(err)
 	}
 	defer resp.Body.Close()
 	w := &sparseWriter{f: f}
@@ -93,9 +94,9 @@ func downloadOnce(ctx context.Context, hc *http.Client, url, path string) (done 
 			return false, &fatalError{err}
 		}
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return false, fmt.Errorf("GET %s: %s", RedactURL(url), resp.Status)
 	default:
-		return false, &fatalError{fmt.Errorf("GET %s: %s", url, resp.Status)}
+		return false, &fatalError{fmt.Errorf("GET %s: %s", RedactURL(url), resp.Status)}
 	}
 	body := &idleReader{r: resp.Body, timer: time.AfterFunc(idleTimeout, cancel)}
 	defer body.timer.Stop()
