@@ -23,6 +23,11 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/qcow2"
 )
 
+// FromEnv is where the build Job's container finds its source when --from is not given: the
+// imagebuilder sets it from the build Secret, so the URL is in no argv (docs/guides/image-sources.md,
+// "Credentials in source URLs").
+const FromEnv = "BANLIEUE_BUILD_FROM"
+
 // Options are the flags of `banlieue imagebuilder build`.
 type Options struct {
 	VMImage  string

@@ -6,11 +6,15 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder"
@@ -207,10 +211,20 @@ func TestImagePipeline(t *testing.T) {
 			t.Fatalf("rebuilt buildArtifact = %+v, want checksum sha256:%s", *a, want)
 		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
+		src := s.image(ctx, t, "cirros").Spec.Sources[0]
 		for uid, j := range builds {
-			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[banlieuev1.AnnotationImportFrom] != baseURL+"/cirros-b.qcow2" {
+			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[banlieuev1.AnnotationSourceHash] != imagebuilder.SourceHash(src) {
 				t.Errorf("build Jobs after the change: %d, %s old=%v", len(builds), j.Annotations, old)
 			}
+			// The URL reached the build through the Secret alone.
+			if spec := fmt.Sprintf("%v %v", j.Annotations, j.Spec); strings.Contains(spec, baseURL) {
+				t.Errorf("build Job %s holds the source URL: %s", j.Name, spec)
+			}
+		}
+		var secret corev1.Secret
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: buildNamespace, Name: imagebuilder.SourceSecretName("cirros")}, &secret); err != nil ||
+			string(secret.Data["from"]) != src.ImportFrom {
+			t.Errorf("build Secret: %v, from=%q, want %q", err, secret.Data["from"], src.ImportFrom)
 		}
 		s.waitImage(ctx, t, "cirros", "new import Jobs ready", func(img *banlieuev1.VMImage) bool {
 			r, ok := row(img, "lab")
