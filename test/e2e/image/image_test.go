@@ -135,9 +135,28 @@ func TestImagePipeline(t *testing.T) {
 		t.Logf("OCI source Ready in %s", time.Since(start).Round(time.Millisecond))
 	})
 
-	t.Run("wrong checksum: BuildFailed and no import Job", func(t *testing.T) {
+	t.Run("wrong checksum behind a credentialed URL: BuildFailed, no import Job, no credential shown", func(t *testing.T) {
 		bad := "sha256:" + strings.Repeat("0", 64)
-		s.createImage(ctx, t, "badsum", baseURL+"/cirros-a.qcow2", bad)
+		// The file server ignores both; the build must never print either.
+		const secret = "e2e-s3cr3t"
+		from := strings.Replace(baseURL, "https://", "https://robot:"+secret+"@", 1) + "/cirros-a.qcow2?X-Amz-Signature=" + secret
+		s.createImage(ctx, t, "badsum", from, bad)
+		defer func() {
+			img := s.image(ctx, t, "badsum")
+			if img.Status.BuildArtifact == nil {
+				t.Fatal("no buildArtifact")
+			}
+			shown := fmt.Sprintf("%+v %+v", *img.Status.BuildArtifact, img.Status.PerProvider)
+			for _, j := range s.jobs(ctx, t, "badsum", imagebuilder.ComponentBuild) {
+				shown += fmt.Sprintf("%v %+v", j.Annotations, j.Spec)
+			}
+			if strings.Contains(shown, secret) {
+				t.Errorf("the source's credential is in the status or the build Job: %s", shown)
+			}
+			if !strings.Contains(img.Status.BuildArtifact.Message, "https://REDACTED@") {
+				t.Errorf("buildArtifact.message %q does not name the redacted source", img.Status.BuildArtifact.Message)
+			}
+		}()
 		img := s.waitImage(ctx, t, "badsum", "buildArtifact Failed", func(img *banlieuev1.VMImage) bool {
 			a := img.Status.BuildArtifact
 			return a != nil && a.Phase == banlieuev1.BuildFailed
