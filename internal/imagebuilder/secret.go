@@ -5,9 +5,8 @@ import (
 	"encoding/hex"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
