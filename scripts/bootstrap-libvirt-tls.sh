@@ -37,7 +37,9 @@ Sets up libvirtd on this host for mutual TLS (what banlieue's libvirt provider s
      'libvirtd --listen --daemon'. Then checks that libvirtd answers over TLS.
   4. Copies the client credentials (cacert.pem, clientcert.pem, clientkey.pem) to
      ~/.config/banlieue/libvirt/ of the user who ran sudo (root's when not run through sudo),
-     owned by that user, directory mode 700, key mode 600.
+     owned by that user, directory mode 700, key mode 600. They are written as that user
+     (runuser), and a destination that is a symbolic link, a directory or a FIFO is refused,
+     as it is for every file under /etc/pki and libvirtd.conf: nothing is changed through a link.
 
 Options:
   --san NAME|IP     a DNS name or IP address clients will dial; repeatable. Replaces the
@@ -157,6 +159,33 @@ SERVER_KEY=$LV_DIR/private/serverkey.pem
 CLIENT_CERT=$LV_DIR/clientcert.pem
 CLIENT_KEY=$LV_DIR/private/clientkey.pem
 CONF=$ROOT/etc/libvirt/libvirtd.conf
+
+# must_be_regular PATH — refuse a destination that exists and is not a regular file: a
+# symbolic link (chmod and a plain chown follow it, so they would change whatever it points at,
+# e.g. libvirtd's own CA), a directory or a FIFO.
+must_be_regular() {
+	if [ -L "$1" ]; then
+		die "refusing to write $1: it is a symbolic link (to $(readlink -- "$1")); remove it and run again"
+	elif [ -e "$1" ] && [ ! -f "$1" ]; then
+		die "refusing to write $1: it exists and is not a regular file; remove it and run again"
+	fi
+}
+
+# must_be_dir PATH — refuse a directory the script writes into that is a symbolic link.
+must_be_dir() {
+	if [ -L "$1" ]; then
+		die "refusing to use $1: it is a symbolic link (to $(readlink -- "$1")); give the real directory"
+	elif [ -e "$1" ] && [ ! -d "$1" ]; then
+		die "refusing to use $1: it exists and is not a directory"
+	fi
+}
+
+for f in "$CA_CERT" "$CA_KEY" "$SERVER_CERT" "$SERVER_KEY" "$CLIENT_CERT" "$CLIENT_KEY" "$CONF"; do
+	must_be_regular "$f"
+done
+for d in "$CA_DIR" "$CA_DIR/private" "$LV_DIR" "$LV_DIR/private"; do
+	must_be_dir "$d"
+done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bootstrap-libvirt-tls.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -519,28 +548,51 @@ INVOKER_HOME=$(getent passwd "$INVOKER" | cut -d: -f6)
 INVOKER_GROUP=$(id -gn "$INVOKER")
 [ -n "$CLIENT_DIR" ] || CLIENT_DIR=$INVOKER_HOME/.config/banlieue/libvirt
 
+# The client directory belongs to the invoking user, who may have planted anything in it. So
+# everything done inside it runs as that user (as_invoker): the kernel then lets a symlink there
+# lead only to what the user could change anyway. The checks (must_be_dir, must_be_regular) are
+# for a clear message; running as the user is the guarantee.
+as_invoker() {
+	if [ "$IS_ROOT" = 1 ] && [ "$INVOKER" != root ]; then
+		runuser -u "$INVOKER" -- "$@"
+	else
+		"$@"
+	fi
+}
+if [ "$IS_ROOT" = 1 ] && [ "$INVOKER" != root ]; then
+	command -v runuser >/dev/null || die "runuser is not installed (util-linux); it writes the client credentials as $INVOKER"
+fi
+
 # Create the directory one level at a time so that every directory this script makes under
-# the user's home (e.g. ~/.config) belongs to the user, not to root.
+# the user's home (e.g. ~/.config) belongs to the user, not to root: as the user where the user
+# may, else (a parent only root may write, e.g. a home owned by root) as root, handing it over
+# with chown -h, which never follows a link. Existing directories are never chowned: reached
+# through a link the user planted, that could hand the user a system directory.
 mk_owned_dir() {
 	local d=$1 parent
 	[ -d "$d" ] && return 0
 	parent=$(dirname "$d")
-	[ "$parent" = "$d" ] || mk_owned_dir "$parent"
-	mkdir "$d"
-	[ "$IS_ROOT" = 1 ] && chown "$INVOKER:$INVOKER_GROUP" "$d"
-	return 0
+	[ "$parent" = "$d" ] || mk_owned_dir "$parent" || return 1
+	as_invoker mkdir "$d" 2>/dev/null && return 0
+	# Root steps in only under a parent root owns that is reached without a link.
+	[ "$IS_ROOT" = 1 ] && [ "$(stat -c %u -- "$parent/")" = 0 ] &&
+		[ "$(cd -P -- "$parent" && pwd)" = "$(cd -- "$parent" && pwd)" ] || return 1
+	mkdir "$d" && chown -h "$INVOKER:$INVOKER_GROUP" "$d"
 }
-mk_owned_dir "$CLIENT_DIR" || die "cannot create $CLIENT_DIR"
+must_be_dir "$CLIENT_DIR"
+mk_owned_dir "$CLIENT_DIR" || die "cannot create $CLIENT_DIR as $INVOKER"
 CLIENT_DIR=$(cd "$CLIENT_DIR" && pwd)
-chmod 700 "$CLIENT_DIR"
-[ "$IS_ROOT" = 1 ] && chown "$INVOKER:$INVOKER_GROUP" "$CLIENT_DIR"
+as_invoker chmod 700 "$CLIENT_DIR" || die "cannot chmod 700 $CLIENT_DIR as $INVOKER: it must belong to $INVOKER"
 
-# copy_out SRC NAME MODE — copy into the client directory unless the bytes are already there.
+# copy_out SRC NAME MODE — write SRC into the client directory as the invoking user: a new file,
+# its mode set, renamed over NAME. No chmod or chown ever lands on an existing name there.
 copy_out() {
 	local dest=$CLIENT_DIR/$2
-	if ! cmp -s "$1" "$dest"; then install_file "$1" "$dest" "$3"; fi
-	chmod "$3" "$dest"
-	if [ "$IS_ROOT" = 1 ]; then chown "$INVOKER:$INVOKER_GROUP" "$dest"; fi
+	must_be_regular "$dest"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	as_invoker bash -c 'set -e; umask 077; tmp=$(mktemp "$1/.$2.XXXXXX"); trap "rm -f \"\$tmp\"" ERR
+		cat >"$tmp"; chmod "$3" "$tmp"; mv -f "$tmp" "$1/$2"' copy_out "$CLIENT_DIR" "$2" "$3" <"$1" ||
+		die "cannot write $dest as $INVOKER"
 }
 copy_out "$CA_CERT" cacert.pem 644
 copy_out "$CLIENT_CERT" clientcert.pem 644

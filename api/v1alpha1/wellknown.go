@@ -49,11 +49,11 @@ const (
 	// AnnotationMigrate lets a user approve a recreate under migrationPolicy manual.
 	AnnotationMigrate = "banlieue.io/migrate"
 
-	// AnnotationImportFrom and AnnotationSourceChecksum record the source a build Job builds:
-	// the Job spec is immutable, so a changed source can only be honoured by replacing the Job,
-	// and comparing annotations is cheaper and clearer than parsing the Job's argv back.
-	AnnotationImportFrom     = "banlieue.io/import-from"
-	AnnotationSourceChecksum = "banlieue.io/source-checksum"
+	// AnnotationSourceHash identifies the source (importFrom and checksum) a build Job builds:
+	// the Job spec is immutable, so a changed source can only be honoured by replacing the Job.
+	// A hash, not the URL: the URL may carry a credential, and lives in the build Secret only
+	// (docs/guides/image-sources.md, "Credentials in source URLs").
+	AnnotationSourceHash = "banlieue.io/source-hash"
 	// AnnotationAllowUnverifiedTag is "true" on a build Job whose source sets
 	// allowUnverifiedTag, so turning it off replaces the Job as a changed source does.
 	AnnotationAllowUnverifiedTag = "banlieue.io/allow-unverified-tag"

@@ -34,7 +34,8 @@ func newImagebuilderCommand() *cobra.Command {
 	)
 	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
 	r.customize = func(o *manager.Options) {
-		// Only build Jobs, only in the build namespace, are worth caching.
+		// Only build Jobs, only in the build namespace, are worth caching. Build Secrets are
+		// applied and never read, so no Secret is cached (nor may be: RBAC grants no get).
 		o.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {
 			Namespaces: map[string]cache.Config{buildNamespace: {}},
 			Label:      labels.SelectorFromSet(labels.Set{banlieuev1.LabelComponent: imagebuilder.ComponentBuild}),

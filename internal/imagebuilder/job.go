@@ -64,10 +64,10 @@ func checkSource(src banlieuev1.ImageSource, i int) error {
 	case strings.HasPrefix(from, "https://"):
 	case strings.HasPrefix(from, "http://"):
 		if src.Checksum == "" {
-			return fmt.Errorf("importFrom %s: a plain http:// source needs a checksum", from)
+			return fmt.Errorf("importFrom %s: a plain http:// source needs a checksum", build.RedactURL(from))
 		}
 	case strings.Contains(from, "://"):
-		return fmt.Errorf("importFrom %s: neither an https:// URL nor an OCI reference", from)
+		return fmt.Errorf("importFrom %s: neither an https:// URL nor an OCI reference", build.RedactURL(from))
 	case src.Checksum == "" && !src.AllowUnverifiedTag:
 		// A malformed reference is the build's to report; only a well-formed tag is refused.
 		if ref, err := name.ParseReference(from); err == nil && !isDigest(ref) {
@@ -130,27 +130,31 @@ type jobSpec struct {
 	Bounds         jobbounds.Bounds
 }
 
-// buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
-// the build namespace's `restricted` audit and warn levels.
-func buildJob(s jobSpec) *batchv1.Job {
-	labels := map[string]string{
+// jobLabels are the labels of a VMImage's build Job, its pods and its Secret.
+func jobLabels(img *banlieuev1.VMImage) map[string]string {
+	return map[string]string{
 		banlieuev1.LabelName:      appName,
 		banlieuev1.LabelComponent: ComponentBuild,
 		// A VMImage name may be longer than a label value may be.
-		banlieuev1.LabelVMImage: naming.Capped(s.Image.Name),
+		banlieuev1.LabelVMImage: naming.Capped(img.Name),
 	}
+}
+
+// buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
+// the build namespace's `restricted` audit and warn levels.
+func buildJob(s jobSpec) *batchv1.Job {
+	labels := jobLabels(s.Image)
+	// No --from: the source comes from the build Secret (sourceEnv).
 	args := []string{"imagebuilder", "build",
 		"--vmimage", s.Image.Name,
-		"--from", s.Source.ImportFrom,
 		"--output", path.Join(ArtifactsMount, artifactFile(s.Image.Name, s.Kind)),
 	}
 	if s.Source.Checksum != "" {
 		args = append(args, "--checksum", s.Source.Checksum)
 	}
 	annotations := map[string]string{
-		banlieuev1.AnnotationImportFrom:     s.Source.ImportFrom,
-		banlieuev1.AnnotationSourceChecksum: s.Source.Checksum,
-		banlieuev1.AnnotationArtifactKind:   string(s.Kind),
+		banlieuev1.AnnotationSourceHash:   SourceHash(s.Source),
+		banlieuev1.AnnotationArtifactKind: string(s.Kind),
 	}
 	if s.Source.AllowUnverifiedTag {
 		args = append(args, "--"+build.FlagAllowUnverifiedTag)
@@ -201,7 +205,7 @@ func buildJob(s jobSpec) *batchv1.Job {
 						Name:  "build",
 						Image: s.ContainerImage,
 						Args:  args,
-						Env:   []corev1.EnvVar{s.Bounds.GoMemLimit()},
+						Env:   []corev1.EnvVar{sourceEnv(s.Image.Name), s.Bounds.GoMemLimit()},
 						// The memory limit covers the decoders' caps (MinBuildMemory).
 						Resources: s.Bounds.Resources(),
 						// The build writes its JSON result (or its error) to the termination log;
@@ -226,10 +230,10 @@ func buildJob(s jobSpec) *batchv1.Job {
 	}
 }
 
-// stale says the Job builds another source than the VMImage now names.
+// stale says the Job builds another source than the VMImage now names. A Job without the hash
+// predates the build Secret and carries the URL in its argv: replacing it removes that copy.
 func stale(job *batchv1.Job, src banlieuev1.ImageSource) bool {
-	return job.Annotations[banlieuev1.AnnotationImportFrom] != src.ImportFrom ||
-		job.Annotations[banlieuev1.AnnotationSourceChecksum] != src.Checksum ||
+	return job.Annotations[banlieuev1.AnnotationSourceHash] != SourceHash(src) ||
 		(job.Annotations[banlieuev1.AnnotationAllowUnverifiedTag] == "true") != src.AllowUnverifiedTag
 }
 

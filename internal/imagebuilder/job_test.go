@@ -1,8 +1,10 @@
 package imagebuilder
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,9 @@ func TestCheckSource(t *testing.T) {
 		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img", Checksum: "sha256:00"}, ""},
 		{banlieuev1.ImageSource{ImportFrom: "http://example.org/a.img"}, "needs a checksum"},
 		{banlieuev1.ImageSource{ImportFrom: "ftp://example.org/a.img", Checksum: "sha256:00"}, "neither"},
+		// The message names the source without its credential.
+		{banlieuev1.ImageSource{ImportFrom: "ftp://u:pw@example.org/a.img?sig=x"}, "importFrom ftp://REDACTED@example.org/a.img?sig=REDACTED: neither"},
+		{banlieuev1.ImageSource{ImportFrom: "http://u:pw@example.org/a.img"}, "importFrom http://REDACTED@example.org/a.img: a plain"},
 		// An OCI reference by tag needs a digest, a checksum or the explicit opt-out.
 		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40"}, "set spec.sources[2].checksum"},
 		{banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora"}, "names a tag without a digest"},
@@ -116,16 +121,16 @@ func TestBuildJob(t *testing.T) {
 			name: "cloud image with checksum",
 			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/d.qcow2", Checksum: "sha256:ab"},
 			kind: banlieuev1.ArtifactCloudImage,
-			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/d.qcow2",
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12",
 				"--output", "/artifacts/debian-12.raw", "--checksum", "sha256:ab", "--architecture", "arm64",
 				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
 				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
 		},
 		{
-			name: "ISO without checksum",
-			src:  banlieuev1.ImageSource{ImportFrom: "https://example.org/install.iso"},
+			name: "presigned ISO without checksum",
+			src:  banlieuev1.ImageSource{ImportFrom: "https://robot:hunter2@example.org/install.iso?X-Amz-Signature=s3cr3t"},
 			kind: banlieuev1.ArtifactISO,
-			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "https://example.org/install.iso",
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12",
 				"--output", "/artifacts/debian-12.iso", "--architecture", "arm64",
 				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
 				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
@@ -134,7 +139,7 @@ func TestBuildJob(t *testing.T) {
 			name: "OCI tag, explicitly unverified",
 			src:  banlieuev1.ImageSource{ImportFrom: "quay.io/containerdisks/fedora:40", AllowUnverifiedTag: true},
 			kind: banlieuev1.ArtifactCloudImage,
-			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12", "--from", "quay.io/containerdisks/fedora:40",
+			wantArgs: []string{"imagebuilder", "build", "--vmimage", "debian-12",
 				"--output", "/artifacts/debian-12.raw", "--allow-unverified-tag", "--architecture", "arm64",
 				"--max-download-size", "32Gi", "--max-disk-size", "256Gi", "--max-xz-dictionary", "64Mi", "--max-zstd-window", "128Mi",
 				"--min-transfer-rate", "16Ki", "--allow-network", "10.20.0.0/16", "--insecure-registry", "mirror.lab:5000"},
@@ -143,7 +148,7 @@ func TestBuildJob(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			job := buildJob(jobSpec{Image: testImage(), Source: tt.src, Kind: tt.kind, Namespace: "banlieue-imagebuild",
 				ContainerImage: "banlieue:v1", PVC: "banlieue-artifacts", NodeSelector: map[string]string{"disk": "fast"}, Tolerations: tol,
-				Limits: limits})
+				Limits: limits, Bounds: jobbounds.DefaultBuild()})
 			if job.Name != "build-debian-12" || job.Namespace != "banlieue-imagebuild" {
 				t.Errorf("name %s/%s", job.Namespace, job.Name)
 			}
@@ -158,7 +163,13 @@ func TestBuildJob(t *testing.T) {
 			if *job.Spec.BackoffLimit != 2 || job.Spec.TTLSecondsAfterFinished != nil || pod.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("job spec %+v", job.Spec)
 			}
-			wantAnn := map[string]string{banlieuev1.AnnotationImportFrom: tt.src.ImportFrom, banlieuev1.AnnotationSourceChecksum: tt.src.Checksum,
+			wantEnv := []corev1.EnvVar{{Name: "BANLIEUE_BUILD_FROM", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "build-debian-12"}, Key: "from"}}},
+				{Name: "GOMEMLIMIT", Value: "483183819"}}
+			if !reflect.DeepEqual(c.Env, wantEnv) {
+				t.Errorf("env %+v, want the source from the build Secret", c.Env)
+			}
+			wantAnn := map[string]string{banlieuev1.AnnotationSourceHash: SourceHash(tt.src),
 				banlieuev1.AnnotationArtifactKind: string(tt.kind)}
 			if tt.src.AllowUnverifiedTag {
 				wantAnn[banlieuev1.AnnotationAllowUnverifiedTag] = "true"
@@ -166,8 +177,19 @@ func TestBuildJob(t *testing.T) {
 			if !reflect.DeepEqual(job.Annotations, wantAnn) {
 				t.Errorf("annotations %v", job.Annotations)
 			}
-			wantLabels := map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelComponent: ComponentBuild, banlieuev1.LabelVMImage: "debian-12"}
-			if !reflect.DeepEqual(job.Labels, wantLabels) || !reflect.DeepEqual(job.Spec.Template.Labels, wantLabels) {
+			// No part of the URL (host, path, credential) is anywhere in the Job.
+			if spec := fmt.Sprintf("%+v", job); strings.Contains(spec, "example.org") {
+				t.Errorf("the source URL is in the Job: %s", spec)
+			}
+			sec := sourceSecret(jobSpec{Image: testImage(), Source: tt.src, Namespace: "banlieue-imagebuild"})
+			if *sec.Name != "build-debian-12" || *sec.Namespace != "banlieue-imagebuild" || string(sec.Data["from"]) != tt.src.ImportFrom ||
+				!reflect.DeepEqual(sec.Labels, wantLabels(t)) || *sec.Type != corev1.SecretTypeOpaque {
+				t.Errorf("build Secret %+v", sec)
+			}
+			if o := sec.OwnerReferences[0]; *o.Kind != "VMImage" || *o.Name != "debian-12" || *o.UID != "uid-1" {
+				t.Errorf("build Secret owner %+v", o)
+			}
+			if !reflect.DeepEqual(job.Labels, wantLabels(t)) || !reflect.DeepEqual(job.Spec.Template.Labels, wantLabels(t)) {
 				t.Errorf("labels %v / %v", job.Labels, job.Spec.Template.Labels)
 			}
 			o := job.OwnerReferences[0]
@@ -223,7 +245,7 @@ func TestBuildJobBounds(t *testing.T) {
 			if !sameResources(c.Resources.Requests, tt.requests) || !sameResources(c.Resources.Limits, tt.limits) {
 				t.Errorf("resources %v, want requests %v limits %v", c.Resources, tt.requests, tt.limits)
 			}
-			if want := []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: tt.goMemLimit}}; !reflect.DeepEqual(c.Env, want) {
+			if want := (corev1.EnvVar{Name: "GOMEMLIMIT", Value: tt.goMemLimit}); !slices.Contains(c.Env, want) {
 				t.Errorf("env %v, want %v", c.Env, want)
 			}
 		})
@@ -243,6 +265,11 @@ func sameResources(got, want corev1.ResourceList) bool {
 	return true
 }
 
+func wantLabels(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{banlieuev1.LabelName: "banlieue", banlieuev1.LabelComponent: ComponentBuild, banlieuev1.LabelVMImage: "debian-12"}
+}
+
 func TestStale(t *testing.T) {
 	src := banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:01"}
 	job := buildJob(jobSpec{Image: testImage(), Source: src, Kind: banlieuev1.ArtifactCloudImage})
@@ -255,6 +282,8 @@ func TestStale(t *testing.T) {
 		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:02"}, true},
 		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, true},
 		{banlieuev1.ImageSource{ImportFrom: "https://a/b.img", Checksum: "sha256:01", AllowUnverifiedTag: true}, true},
+		// The NUL between URL and checksum keeps these apart.
+		{banlieuev1.ImageSource{ImportFrom: "https://a/b.imgsha256:01"}, true},
 	} {
 		if got := stale(job, tt.src); got != tt.want {
 			t.Errorf("stale(%+v) = %v", tt.src, got)
@@ -265,6 +294,12 @@ func TestStale(t *testing.T) {
 	tagJob := buildJob(jobSpec{Image: testImage(), Source: tag, Kind: banlieuev1.ArtifactCloudImage})
 	if stale(tagJob, tag) || !stale(tagJob, banlieuev1.ImageSource{ImportFrom: tag.ImportFrom}) {
 		t.Error("allowUnverifiedTag must be part of the Job's source")
+	}
+	// A Job of an earlier release (the URL in its argv and annotation, no hash) is replaced.
+	old := job.DeepCopy()
+	old.Annotations = map[string]string{"banlieue.io/import-from": src.ImportFrom, "banlieue.io/source-checksum": src.Checksum}
+	if !stale(old, src) {
+		t.Error("a Job without banlieue.io/source-hash is not stale")
 	}
 }
 

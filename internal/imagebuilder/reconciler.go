@@ -190,11 +190,18 @@ func (r *Reconciler) bounds() jobbounds.Bounds {
 
 func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src banlieuev1.ImageSource,
 	kind banlieuev1.ArtifactKind) (*batchv1.Job, error) {
-	job := buildJob(jobSpec{
+	spec := jobSpec{
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
 		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations, Limits: r.Limits,
 		Bounds: r.bounds(),
-	})
+	}
+	// The Secret first: a pod started before it would wait for it (CreateContainerConfigError),
+	// and one started from an earlier Secret would build the previous source.
+	secret := sourceSecret(spec)
+	if err := r.Client.Apply(ctx, secret, client.FieldOwner(banlieuev1.FieldManagerImagebuilder), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("applying build Secret %s/%s: %w", spec.Namespace, *secret.Name, err)
+	}
+	job := buildJob(spec)
 	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
@@ -228,7 +235,11 @@ func (r *Reconciler) termination(ctx context.Context, job *batchv1.Job, succeede
 // equals the cached VMImage's: the imagebuilder ignores status events, so the cached copy may not
 // have seen its last write yet. An apply that changes nothing is not stored and wakes no watcher.
 func (r *Reconciler) applyStatus(ctx context.Context, img *banlieuev1.VMImage, artifact *banlieuev1.BuildArtifact) error {
-	// Bounded here, where every message passes: a build's error text has no limit of its own.
+	// Bounded and redacted here, where every message passes: a build's error text has no limit
+	// of its own, and the tail of a crashed build's log may quote the source URL.
+	if src, _, ok := urlSource(img); ok {
+		artifact.Message = build.RedactSourceIn(artifact.Message, src.ImportFrom)
+	}
 	artifact.Message = banlieuev1.ConditionMessage(artifact.Message)
 	return ssa.ApplyStatus(ctx, r.Client, img, &banlieuev1.VMImageStatus{BuildArtifact: artifact}, banlieuev1.FieldManagerImagebuilder)
 }

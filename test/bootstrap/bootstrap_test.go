@@ -88,6 +88,8 @@ func run(t *testing.T, env []string, args ...string) result {
 	}), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	// A killed script's children (a cmp stuck on a FIFO) would hold the pipes open forever.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
@@ -425,7 +427,7 @@ func TestDefaultsAndSudoUser(t *testing.T) {
 	need(t, err == nil, "no user 'nobody': %v", err)
 	uid, _ := strconv.Atoi(u.Uid)
 
-	tmp := t.TempDir()
+	tmp := traversable(t)
 	// The parent of the client directory does not exist yet: it must be created owned by
 	// the user too (as ~/.config would be).
 	l := newLayout(filepath.Join(tmp, "root"), filepath.Join(tmp, "home", ".config", "banlieue", "libvirt"))
@@ -474,6 +476,217 @@ func TestDefaultsAndSudoUser(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(tmp, "home")); err == nil && int(fi.Sys().(*syscall.Stat_t).Uid) != 0 {
 		t.Errorf("an existing directory's owner was changed")
+	}
+}
+
+// traversable is a temporary directory every user may traverse, as /home is: the script writes
+// the client directory as the invoking user, who must reach it.
+func traversable(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	for _, d := range []string{filepath.Dir(tmp), tmp} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tmp
+}
+
+// fileState is what the script must not change about a file it was tricked into reaching.
+type fileState struct {
+	uid, gid uint32
+	mode     os.FileMode
+	sum      string
+}
+
+func stateOf(t *testing.T, path string) fileState {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	s := fileState{uid: st.Uid, gid: st.Gid, mode: fi.Mode()}
+	if fi.Mode().IsRegular() {
+		s.sum = digest(t, path)
+	}
+	return s
+}
+
+// TestClientDirRefusesLinks plants what issue 17 found (a symlinked cacert.pem in the invoking
+// user's client directory, pointing at a file only root may change) and its variants, runs the
+// script the way the guide does (as root, SUDO_USER set), and checks that it refused clearly
+// and that the file behind the link kept its owner, mode and bytes.
+func TestClientDirRefusesLinks(t *testing.T) {
+	needRoot(t)
+	needTools(t, "bash", "openssl", "runuser")
+	t.Parallel()
+	u, err := user.Lookup("nobody")
+	need(t, err == nil, "no user 'nobody': %v", err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+
+	for _, tc := range []struct {
+		name string
+		// plant prepares the client directory; victim is the root-owned file or directory the
+		// plant points at.
+		plant   func(t *testing.T, client, victim string)
+		sudo    bool
+		wantErr string
+	}{
+		{"symlinked cacert.pem", func(t *testing.T, client, victim string) {
+			symlink(t, victim, filepath.Join(client, "cacert.pem"))
+		}, true, "refusing to write %client%/cacert.pem: it is a symbolic link"},
+		{"symlinked clientcert.pem", func(t *testing.T, client, victim string) {
+			symlink(t, victim, filepath.Join(client, "clientcert.pem"))
+		}, true, "refusing to write %client%/clientcert.pem: it is a symbolic link"},
+		{"symlinked clientkey.pem", func(t *testing.T, client, victim string) {
+			symlink(t, victim, filepath.Join(client, "clientkey.pem"))
+		}, true, "refusing to write %client%/clientkey.pem: it is a symbolic link"},
+		{"symlinked cacert.pem, run as root without sudo", func(t *testing.T, client, victim string) {
+			symlink(t, victim, filepath.Join(client, "cacert.pem"))
+		}, false, "refusing to write %client%/cacert.pem: it is a symbolic link"},
+		{"a FIFO where clientkey.pem goes", func(t *testing.T, client, _ string) {
+			if err := syscall.Mkfifo(filepath.Join(client, "clientkey.pem"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, true, "refusing to write %client%/clientkey.pem: it exists and is not a regular file"},
+		{"a directory where cacert.pem goes", func(t *testing.T, client, _ string) {
+			if err := os.Mkdir(filepath.Join(client, "cacert.pem"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, true, "refusing to write %client%/cacert.pem: it exists and is not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp := traversable(t)
+			l := newLayout(filepath.Join(tmp, "root"), filepath.Join(tmp, "home", "client"))
+			if err := os.MkdirAll(l.client, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.sudo {
+				for _, d := range []string{filepath.Dir(l.client), l.client} {
+					if err := os.Chown(d, uid, gid); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// The victim stands for libvirtd's CA: root's, 0640, in a directory root owns.
+			victim := filepath.Join(tmp, "system", "cacert.pem")
+			if err := os.MkdirAll(filepath.Dir(victim), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(victim, []byte("the system's CA\n"), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, l.client, victim)
+			before := stateOf(t, victim)
+			var env []string
+			if tc.sudo {
+				env = []string{"SUDO_USER=nobody"}
+			}
+			r := run(t, env, "--root", l.root, "--client-dir", l.client, "--key-bits", "2048", "--san", "127.0.0.1")
+			want := strings.ReplaceAll(tc.wantErr, "%client%", l.client)
+			if r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
+			}
+			if after := stateOf(t, victim); after != before {
+				t.Errorf("the file behind the link changed: %+v, was %+v", after, before)
+			}
+		})
+	}
+
+	// Issue 17 as found: cacert.pem in the client directory links to libvirtd's own CA, whose
+	// bytes it already holds, so the copy is skipped and only chmod and chown used to run.
+	t.Run("symlinked cacert.pem to the CA it copies", func(t *testing.T) {
+		t.Parallel()
+		tmp := traversable(t)
+		home := filepath.Join(tmp, "home")
+		if err := os.Mkdir(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(home, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		l := newLayout(filepath.Join(tmp, "root"), filepath.Join(home, "client"))
+		args := []string{"--root", l.root, "--client-dir", l.client, "--key-bits", "2048", "--san", "127.0.0.1"}
+		mustRun(t, []string{"SUDO_USER=nobody"}, args...)
+		if err := os.Remove(l.outCA); err != nil {
+			t.Fatal(err)
+		}
+		symlink(t, l.caCert, l.outCA)
+		before := stateOf(t, l.caCert)
+		r := run(t, []string{"SUDO_USER=nobody"}, args...)
+		if want := "refusing to write " + l.outCA + ": it is a symbolic link (to " + l.caCert + ")"; r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
+		}
+		if after := stateOf(t, l.caCert); after != before || after.uid != 0 {
+			t.Errorf("libvirtd's CA changed: %+v, was %+v", after, before)
+		}
+	})
+
+	// A link in the path to the client directory (not the directory itself) is not caught by a
+	// check; running as the user is what keeps root's directory behind it unchanged.
+	t.Run("client directory behind a symlinked parent", func(t *testing.T) {
+		t.Parallel()
+		tmp := traversable(t)
+		system := filepath.Join(tmp, "system")
+		if err := os.MkdirAll(filepath.Join(system, "libvirt"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		home := filepath.Join(tmp, "home")
+		if err := os.Mkdir(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(home, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		symlink(t, system, filepath.Join(home, "config"))
+		l := newLayout(filepath.Join(tmp, "root"), filepath.Join(home, "config", "libvirt"))
+		before := stateOf(t, filepath.Join(system, "libvirt"))
+		r := run(t, []string{"SUDO_USER=nobody"}, "--root", l.root, "--client-dir", l.client, "--key-bits", "2048", "--san", "127.0.0.1")
+		if want := "cannot chmod 700 " + l.client + " as nobody: it must belong to nobody"; r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
+		}
+		if after := stateOf(t, filepath.Join(system, "libvirt")); after != before {
+			t.Errorf("root's directory behind the link changed: %+v, was %+v", after, before)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(system, "libvirt")); len(entries) != 0 {
+			t.Errorf("files written behind the link: %v", entries)
+		}
+	})
+
+	// The host side refuses links too, before it writes anything.
+	t.Run("symlinked CA under the root", func(t *testing.T) {
+		t.Parallel()
+		tmp := traversable(t)
+		l := newLayout(filepath.Join(tmp, "root"), filepath.Join(tmp, "client"))
+		victim := filepath.Join(tmp, "elsewhere.pem")
+		if err := os.WriteFile(victim, []byte("not a CA\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(l.caCert), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		symlink(t, victim, l.caCert)
+		before := stateOf(t, victim)
+		r := run(t, nil, "--root", l.root, "--client-dir", l.client, "--key-bits", "2048", "--san", "127.0.0.1")
+		if want := "refusing to write " + l.caCert + ": it is a symbolic link"; r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 and %q in stderr:\n%s", r.code, want, r.stderr)
+		}
+		if after := stateOf(t, victim); after != before {
+			t.Errorf("the file behind the link changed: %+v, was %+v", after, before)
+		}
+		if _, err := os.Stat(l.client); !os.IsNotExist(err) {
+			t.Errorf("the client directory was created before the refusal: %v", err)
+		}
+	})
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -400,6 +401,17 @@ func TestInstall(t *testing.T) {
 		ib := c.as(t, systemNS, "banlieue-imagebuilder")
 		allowed(t, "imagebuilder creates a Job in "+buildNS, ib.Create(ctx, job(buildNS)))
 		forbidden(t, "imagebuilder creates a Deployment", ib.Create(ctx, deployment(buildNS), client.DryRunAll))
+		// Build Secrets: written (server-side apply) in the build namespace only, never read.
+		buildSecret := func(ns string) *corev1ac.SecretApplyConfiguration {
+			return corev1ac.Secret("build-x", ns).WithData(map[string][]byte{"from": []byte("https://example.org/x.raw")})
+		}
+		allowed(t, "imagebuilder applies a build Secret in "+buildNS,
+			ib.Apply(ctx, buildSecret(buildNS), client.FieldOwner("banlieue-imagebuilder"), client.ForceOwnership))
+		forbidden(t, "imagebuilder applies a Secret in "+tenantNS,
+			ib.Apply(ctx, buildSecret(tenantNS), client.FieldOwner("banlieue-imagebuilder"), client.ForceOwnership))
+		forbidden(t, "imagebuilder gets a Secret in "+buildNS, ib.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "build-x"}, &corev1.Secret{}))
+		forbidden(t, "imagebuilder lists Secrets in "+buildNS, ib.List(ctx, &corev1.SecretList{}, client.InNamespace(buildNS)))
+		forbidden(t, "imagebuilder lists Secrets cluster-wide", ib.List(ctx, &corev1.SecretList{}))
 	})
 
 	t.Run("import ServiceAccount RBAC", func(t *testing.T) {

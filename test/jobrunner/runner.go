@@ -175,6 +175,12 @@ func (r *Runner) run(ctx context.Context, job *batchv1.Job) {
 			r.errorf("jobrunner: %v", err)
 			return
 		}
+		env, err := r.containerEnv(ctx, job)
+		if err != nil {
+			// A cluster's pod would wait in CreateContainerConfigError; this one is not started.
+			r.errorf("jobrunner: Job %s/%s: %v", job.Namespace, job.Name, err)
+			return
+		}
 		pod, err := r.createPod(ctx, job, attempt)
 		if err != nil {
 			// What a cluster does too: the Job stays active with no pod (for example when its
@@ -182,7 +188,7 @@ func (r *Runner) run(ctx context.Context, job *batchv1.Job) {
 			r.errorf("jobrunner: Job %s/%s: creating pod: %v", job.Namespace, job.Name, err)
 			return
 		}
-		exitCode, output, termination := r.exec(ctx, job, pod.Name)
+		exitCode, output, termination := r.exec(ctx, job, pod.Name, env)
 		if r.Logf != nil {
 			r.Logf("jobrunner: pod %s exited %d:\n%s", pod.Name, exitCode, output)
 		}
@@ -216,8 +222,8 @@ func (r *Runner) run(ctx context.Context, job *batchv1.Job) {
 
 // exec runs the container's argv with the banlieue binary, PVC mount paths rewritten to the
 // local directories that stand for the claims. It returns the exit code, the output and what the
-// process wrote to its termination log.
-func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string) (int, string, string) {
+// process wrote to its termination log. env is the container's environment (containerEnv).
+func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string, env []string) (int, string, string) {
 	spec := job.Spec.Template.Spec
 	c := spec.Containers[0]
 	argv := c.Args
@@ -249,11 +255,7 @@ func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string) (int, s
 	cmd := exec.CommandContext(ctx, r.Binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.Kubeconfig, "POD_NAMESPACE="+job.Namespace, "POD_NAME="+pod,
 		TerminationLogEnv+"="+termLog)
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
-		}
-	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Env = append(cmd.Env, r.Env...)
 	// A runner that dies (the lab's process is killed) takes its pods with it, as a node would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -265,6 +267,57 @@ func (r *Runner) exec(ctx context.Context, job *batchv1.Job, pod string) (int, s
 	}
 	termination, _ := os.ReadFile(termLog)
 	return cmd.ProcessState.ExitCode(), out.String(), string(termination[:min(len(termination), maxTermination)])
+}
+
+// secretWait is how long containerEnv waits for a Secret the container's environment names: the
+// kubelet waits for it too, and a controller may create the Secret just after the Job.
+const secretWait = 30 * time.Second
+
+// containerEnv is the first container's environment as the kubelet would set it: plain values,
+// and values from a key of a Secret in the Job's namespace (env valueFrom.secretKeyRef), waited
+// for up to secretWait. Other valueFrom sources are not resolved.
+func (r *Runner) containerEnv(ctx context.Context, job *batchv1.Job) ([]string, error) {
+	var env []string
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.SecretKeyRef != nil:
+			v, err := r.secretKey(ctx, job.Namespace, e.ValueFrom.SecretKeyRef)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			env = append(env, e.Name+"="+v)
+		}
+	}
+	return env, nil
+}
+
+func (r *Runner) secretKey(ctx context.Context, ns string, ref *corev1.SecretKeySelector) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, secretWait)
+	defer cancel()
+	for {
+		var s corev1.Secret
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &s)
+		optional := ptr.Deref(ref.Optional, false)
+		switch {
+		case err == nil:
+			v, ok := s.Data[ref.Key]
+			if !ok && !optional {
+				return "", fmt.Errorf("secret %s/%s has no key %q", ns, ref.Name, ref.Key)
+			}
+			return string(v), nil
+		case apierrors.IsNotFound(err) && optional:
+			return "", nil
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("secret %s/%s: %w", ns, ref.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("secret %s/%s: still absent after %s", ns, ref.Name, secretWait)
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 func (r *Runner) createPod(ctx context.Context, job *batchv1.Job, attempt int) (*corev1.Pod, error) {

@@ -17,11 +17,12 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// script stands in for the banlieue binary: it reports its argv, an extra variable and the
-// rewritten mount in the termination log, and fails when asked to, without a message.
+// script stands in for the banlieue binary: it reports its argv, an extra variable, the
+// variable a Secret feeds and the rewritten mount in the termination log, and fails when asked
+// to, without a message.
 const script = `#!/bin/sh
 if [ "$1" = fail ]; then echo "the tail of the output"; exit 3; fi
-printf '%s|%s|%s' "$*" "$EXTRA" "$POD_NAMESPACE" > "$BANLIEUE_TERMINATION_LOG"
+printf '%s|%s|%s|%s' "$*" "$EXTRA" "$POD_NAMESPACE" "$FROM" > "$BANLIEUE_TERMINATION_LOG"
 `
 
 func TestRunTerminationMessages(t *testing.T) {
@@ -44,14 +45,26 @@ func TestRunTerminationMessages(t *testing.T) {
 
 	ok := job("ok", []string{"build", "--output", "/artifacts/x.raw"})
 	bad := job("bad", []string{"fail"})
-	for _, j := range []*batchv1.Job{ok, bad} {
+	// The source of a build Job comes from a Secret, which may be created after the Job.
+	fed := job("fed", []string{"build"})
+	fed.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FROM", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "src"}, Key: "from"}}}}
+	for _, j := range []*batchv1.Job{ok, bad, fed} {
 		if err := env.Client.Create(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wantOK := "build --output " + vol + "/x.raw|from-runner|jobs"
+	time.Sleep(3 * pollInterval)
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "src", Namespace: "jobs"},
+		Data: map[string][]byte{"from": []byte("https://u:p@example.org/d.raw")}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOK := "build --output " + vol + "/x.raw|from-runner|jobs|"
 	if msg := waitMessage(ctx, t, env.Client, ok, corev1.PodSucceeded); msg != wantOK {
 		t.Errorf("succeeded pod message %q, want %q", msg, wantOK)
+	}
+	if msg, want := waitMessage(ctx, t, env.Client, fed, corev1.PodSucceeded), "build|from-runner|jobs|https://u:p@example.org/d.raw"; msg != want {
+		t.Errorf("Secret-fed pod message %q, want %q", msg, want)
 	}
 	// No termination log: the tail of the output, as FallbackToLogsOnError gives.
 	if msg := waitMessage(ctx, t, env.Client, bad, corev1.PodFailed); !strings.Contains(msg, "the tail of the output") {

@@ -24,6 +24,11 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/qcow2"
 )
 
+// FromEnv is where the build Job's container finds its source when --from is not given: the
+// imagebuilder sets it from the build Secret, so the URL is in no argv (docs/guides/image-sources.md,
+// "Credentials in source URLs").
+const FromEnv = "BANLIEUE_BUILD_FROM"
+
 // Options are the flags of `banlieue imagebuilder build`.
 type Options struct {
 	VMImage  string
@@ -49,10 +54,11 @@ type Result struct {
 // Build runs the pipeline. Intermediate files sit next to the output, on the same filesystem,
 // so the final rename is atomic and a restarted pod resumes the download it left. log gets
 // progress lines for the pod's log; they are advisory, so a failed write to it is ignored.
-func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
+func Build(ctx context.Context, o Options, log io.Writer) (res Result, err error) {
+	// Every path below redacts the URL it prints; this catches one that forgot.
+	defer func() { err = redactSource(err, o.From) }()
 	var want checksum.Digest
 	if o.Checksum != "" {
-		var err error
 		if want, err = checksum.Parse(o.Checksum); err != nil {
 			return Result{}, fmt.Errorf("invalid --checksum: %w", err)
 		}
@@ -71,10 +77,10 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 			return Result{}, errors.New("invalid --from: a plain http:// source needs --checksum")
 		}
 	case strings.Contains(o.From, "://"):
-		return Result{}, fmt.Errorf("invalid --from: %q is neither an https:// URL nor an OCI reference", o.From)
+		return Result{}, fmt.Errorf("invalid --from: %q is neither an https:// URL nor an OCI reference", RedactURL(o.From))
 	}
 	if strings.Contains(o.From, "://") {
-		_, _ = fmt.Fprintf(log, "downloading %s\n", o.From)
+		_, _ = fmt.Fprintf(log, "downloading %s\n", RedactURL(o.From))
 		d := &downloader{hc: newHTTPClient(o.Limits), limits: o.Limits, window: rateWindow, log: log}
 		if err := d.download(ctx, o.From, o.Checksum, download); err != nil {
 			return Result{}, err
@@ -103,7 +109,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 				// A corrupt or tampered download must not be resumed either.
 				removePartial(download)
 				return Result{}, fmt.Errorf("invalid --checksum: checksum mismatch for %s: expected %s, computed %s",
-					o.From, want, err.(*checksum.MismatchError).Computed)
+					RedactURL(o.From), want, err.(*checksum.MismatchError).Computed)
 			}
 			return Result{}, err
 		}
@@ -113,7 +119,7 @@ func Build(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := publish(staged, o.Output, kind)
+	res, err = publish(staged, o.Output, kind)
 	if err != nil {
 		return Result{}, err
 	}

@@ -51,7 +51,7 @@ func (d *downloader) download(ctx context.Context, url, sum, path string) error 
 		}
 		lastErr = err
 	}
-	return fmt.Errorf("downloading %s: giving up after %d attempts: %w", url, downloadAttempts, lastErr)
+	return fmt.Errorf("downloading %s: giving up after %d attempts: %w", RedactURL(url), downloadAttempts, lastErr)
 }
 
 // untrusted reports a server certificate the build does not accept: a retry meets the same
@@ -103,7 +103,7 @@ func (d *downloader) once(ctx context.Context, url, sum, path string) (done bool
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, &fatalError{err}
+		return false, &fatalError{redactURLError(err)}
 	}
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
@@ -111,7 +111,8 @@ func (d *downloader) once(ctx context.Context, url, sum, path string) (done bool
 	}
 	resp, err := d.hc.Do(req)
 	if err != nil {
-		return false, err
+		// net/http names the request's URL (or a redirect's) in its error.
+		return false, redactURLError(err)
 	}
 	defer resp.Body.Close()
 	w := &sparseWriter{f: f}
@@ -136,9 +137,9 @@ func (d *downloader) once(ctx context.Context, url, sum, path string) (done bool
 			return false, &fatalError{err}
 		}
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return false, fmt.Errorf("GET %s: %s", RedactURL(url), resp.Status)
 	default:
-		return false, &fatalError{fmt.Errorf("GET %s: %s", url, resp.Status)}
+		return false, &fatalError{fmt.Errorf("GET %s: %s", RedactURL(url), resp.Status)}
 	}
 	maxBytes := d.limits.MaxDownloadBytes
 	if resp.ContentLength >= 0 && w.off+resp.ContentLength > maxBytes {

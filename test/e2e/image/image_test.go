@@ -6,12 +6,16 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder"
@@ -153,9 +157,28 @@ func TestImagePipeline(t *testing.T) {
 		t.Logf("OCI source Ready in %s", time.Since(start).Round(time.Millisecond))
 	})
 
-	t.Run("wrong checksum: BuildFailed and no import Job", func(t *testing.T) {
+	t.Run("wrong checksum behind a credentialed URL: BuildFailed, no import Job, no credential shown", func(t *testing.T) {
 		bad := "sha256:" + strings.Repeat("0", 64)
-		s.createImage(ctx, t, "badsum", baseURL+"/cirros-a.qcow2", bad)
+		// The file server ignores both; the build must never print either.
+		const secret = "e2e-s3cr3t"
+		from := strings.Replace(baseURL, "https://", "https://robot:"+secret+"@", 1) + "/cirros-a.qcow2?X-Amz-Signature=" + secret
+		s.createImage(ctx, t, "badsum", from, bad)
+		defer func() {
+			img := s.image(ctx, t, "badsum")
+			if img.Status.BuildArtifact == nil {
+				t.Fatal("no buildArtifact")
+			}
+			shown := fmt.Sprintf("%+v %+v", *img.Status.BuildArtifact, img.Status.PerProvider)
+			for _, j := range s.jobs(ctx, t, "badsum", imagebuilder.ComponentBuild) {
+				shown += fmt.Sprintf("%v %+v", j.Annotations, j.Spec)
+			}
+			if strings.Contains(shown, secret) {
+				t.Errorf("the source's credential is in the status or the build Job: %s", shown)
+			}
+			if !strings.Contains(img.Status.BuildArtifact.Message, "https://REDACTED@") {
+				t.Errorf("buildArtifact.message %q does not name the redacted source", img.Status.BuildArtifact.Message)
+			}
+		}()
 		img := s.waitImage(ctx, t, "badsum", "buildArtifact Failed", func(img *banlieuev1.VMImage) bool {
 			a := img.Status.BuildArtifact
 			return a != nil && a.Phase == banlieuev1.BuildFailed
@@ -229,10 +252,20 @@ func TestImagePipeline(t *testing.T) {
 			t.Fatalf("rebuilt buildArtifact = %+v, want checksum sha256:%s", *a, want)
 		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
+		src := s.image(ctx, t, "cirros").Spec.Sources[0]
 		for uid, j := range builds {
-			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[banlieuev1.AnnotationImportFrom] != baseURL+"/cirros-b.qcow2" {
+			if _, old := oldBuilds[uid]; old || len(builds) != 1 || j.Annotations[banlieuev1.AnnotationSourceHash] != imagebuilder.SourceHash(src) {
 				t.Errorf("build Jobs after the change: %d, %s old=%v", len(builds), j.Annotations, old)
 			}
+			// The URL reached the build through the Secret alone.
+			if spec := fmt.Sprintf("%v %v", j.Annotations, j.Spec); strings.Contains(spec, baseURL) {
+				t.Errorf("build Job %s holds the source URL: %s", j.Name, spec)
+			}
+		}
+		var secret corev1.Secret
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: buildNamespace, Name: imagebuilder.SourceSecretName("cirros")}, &secret); err != nil ||
+			string(secret.Data["from"]) != src.ImportFrom {
+			t.Errorf("build Secret: %v, from=%q, want %q", err, secret.Data["from"], src.ImportFrom)
 		}
 		s.waitImage(ctx, t, "cirros", "new import Jobs ready", func(img *banlieuev1.VMImage) bool {
 			r, ok := row(img, "lab")
