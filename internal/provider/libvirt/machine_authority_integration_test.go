@@ -25,6 +25,11 @@ import (
 // domain is all it takes, and the unmapped pool holds a boot volume of the suite's name.
 func (s *machineSuite) testAuthority(ctx context.Context, t *testing.T) {
 	s.addNamespace(ctx, t, "tenant-x")
+	// What a run without the check defines (a regression), so the next run starts clean.
+	t.Cleanup(func() {
+		labhost.RemoveDomains(context.Background(), s.host, "tenant-x-")
+		labhost.RemoveDomains(context.Background(), s.host, "team-b-web")
+	})
 	victim := s.machine(testNamespace, "victim")
 	victim.Spec.DesiredPowerState = banlieuev1.PoweredOff
 	s.env.Create(ctx, t, victim)
