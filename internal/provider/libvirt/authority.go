@@ -49,7 +49,7 @@ func checkAuthority(m *infrav1.LibvirtMachine, p *banlieuev1.Provider, images []
 	s := &m.Spec
 	provider := p.Namespace + "/" + p.Name
 	if want := m.Namespace + "-" + m.Name; s.DomainName != want {
-		return refuse("invalid spec.domainName: %q is not %q, <namespace>-<name> of this machine", s.DomainName, want)
+		return refuse("invalid spec.domainName: %q is not %q; a machine's domain is its namespace, \"-\" and its name", s.DomainName, want)
 	}
 	if !slices.ContainsFunc(p.Spec.Capabilities.StorageClasses, func(c banlieuev1.StorageClassMapping) bool {
 		return targetIs(c.Target, targetPool, s.Pool)

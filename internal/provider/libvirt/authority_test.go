@@ -77,7 +77,7 @@ func TestCheckAuthority(t *testing.T) {
 		{"no interfaces", func(m *infrav1.LibvirtMachine) { m.Spec.Network = nil }, ""},
 
 		{"another namespace's domain", func(m *infrav1.LibvirtMachine) { m.Spec.DomainName = "tenant-b-web" },
-			`invalid spec.domainName: "tenant-b-web" is not "tenant-a-web", <namespace>-<name> of this machine`},
+			`invalid spec.domainName: "tenant-b-web" is not "tenant-a-web"; a machine's domain is its namespace, "-" and its name`},
 		{"another machine's domain in its namespace", func(m *infrav1.LibvirtMachine) { m.Spec.DomainName = "tenant-a-db" },
 			`invalid spec.domainName: "tenant-a-db" is not "tenant-a-web"`},
 		{"a pool no storage class targets", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "other" },

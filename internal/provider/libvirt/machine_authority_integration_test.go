@@ -74,7 +74,7 @@ func (s *machineSuite) testAuthority(ctx context.Context, t *testing.T) {
 			m.Spec.Network = []infrav1.LibvirtNetworkInterface{{Name: "nic0", Source: infrav1.NetworkSource{Kind: infrav1.SourceNetwork, Name: network}}}
 		}, fmt.Sprintf(`invalid spec.network[0].source: network %q is not the target of any network class of Provider %s`, network, provider)},
 		{"other-namespace", func(m *infrav1.LibvirtMachine) { m.Spec.DomainName = "team-b-web" },
-			`invalid spec.domainName: "team-b-web" is not "tenant-x-other-namespace", <namespace>-<name> of this machine`},
+			`invalid spec.domainName: "team-b-web" is not "tenant-x-other-namespace"; a machine's domain is its namespace, "-" and its name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := s.hostNames(ctx, t, unmapped)
