@@ -81,10 +81,11 @@ up() {
 
   phase "banlieue objects: CRDs, RBAC, namespaces, credentials, Provider"
   kubectl apply --server-side --force-conflicts -f config/crd/bases >/dev/null
-  for role in config/rbac/*/role.yaml; do kubectl apply --server-side --force-conflicts -f "$role" >/dev/null; done
+  # The namespaces first: the imagebuilder's role file also holds its Role in banlieue-imagebuild.
   for ns in banlieue-system banlieue-imagebuild; do
     kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
   done
+  for role in config/rbac/*/role.yaml; do kubectl apply --server-side --force-conflicts -f "$role" >/dev/null; done
   # The guide's step 2, from the lab host's client credentials.
   kubectl -n "$namespace" create secret generic libvirt-lab-creds \
     --from-file=tls.crt="$BANLIEUE_LIBVIRT_PKI/clientcert.pem" \
