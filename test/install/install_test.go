@@ -164,7 +164,7 @@ func TestInstall(t *testing.T) {
 	t.Run("namespaces carry the Pod Security labels", func(t *testing.T) {
 		want := map[string]map[string]string{
 			systemNS: {"enforce": "restricted", "audit": "restricted", "warn": "restricted"},
-			buildNS:  {"enforce": "privileged", "audit": "restricted", "warn": "restricted"},
+			buildNS:  {"enforce": "restricted", "audit": "restricted", "warn": "restricted"},
 		}
 		for ns, levels := range want {
 			var n corev1.Namespace
@@ -207,8 +207,8 @@ func TestInstall(t *testing.T) {
 				t.Errorf("%s pod: warnings %q", role, w)
 			}
 		}
-		// Controls, proving the levels are live: a bare pod is refused in banlieue-system and
-		// admitted with a "restricted" warning in banlieue-imagebuild.
+		// Controls, proving the levels are live: a bare pod is refused in both namespaces
+		// (banlieue-imagebuild enforced privileged before issue 16; ADR-0092).
 		bare := func(ns, sa string) *corev1.Pod {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: ns},
@@ -216,15 +216,13 @@ func TestInstall(t *testing.T) {
 					Containers: []corev1.Container{{Name: "c", Image: image}}},
 			}
 		}
-		err := admin.Create(ctx, bare(systemNS, "banlieue-controller"), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
-			t.Errorf("bare pod in %s: want a PodSecurity refusal, got %v", systemNS, err)
+		for ns, sa := range map[string]string{systemNS: "banlieue-controller", buildNS: "banlieue-import"} {
+			err := admin.Create(ctx, bare(ns, sa), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+				t.Errorf("bare pod in %s: want a restricted PodSecurity refusal, got %v", ns, err)
+			}
 		}
 		warns.take()
-		allowed(t, "bare pod in "+buildNS+" (dry run)", admin.Create(ctx, bare(buildNS, "banlieue-import"), client.DryRunAll))
-		if w := strings.Join(warns.take(), "\n"); !strings.Contains(w, `would violate PodSecurity "restricted`) {
-			t.Errorf("bare pod in %s: want a restricted warning, got %q", buildNS, w)
-		}
 	})
 
 	t.Run("service accounts and bindings", func(t *testing.T) {
