@@ -204,11 +204,15 @@ func (s *machineSuite) testDroppedDisk(ctx context.Context, t *testing.T) {
 	}
 	s.waitReason(ctx, t, m, infrav1.ReasonDomainNotRunning)
 	var got infrav1.LibvirtMachine
-	if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.Disks = got.Spec.Disks[:1]
-	if err := s.env.Client.Update(ctx, &got); err != nil {
+	// The provider may write the machine between the read and the update (status, finalizer):
+	// read again and retry, as any client of a live object must.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+			return err
+		}
+		got.Spec.Disks = got.Spec.Disks[:1]
+		return s.env.Client.Update(ctx, &got)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 30*time.Second, func(m *infrav1.LibvirtMachine) bool {
