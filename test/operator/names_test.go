@@ -65,14 +65,7 @@ func TestWorkloadNames(t *testing.T) {
 		}
 	}
 
-	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
-	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
-	startOperator(ctx, t, env, operator.Options{})
-	var class banlieuev1.ProviderClass
-	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)
-	if err := admin.Create(ctx, &class); err != nil {
-		t.Fatal(err)
-	}
+	startInstalledOperator(ctx, t, env, admin)
 	for _, id := range ids {
 		var p banlieuev1.Provider
 		repoFile(t, "examples/02-provider-libvirt-edge.yaml", &p)

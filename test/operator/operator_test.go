@@ -57,15 +57,7 @@ func TestOperator(t *testing.T) {
 	forbidden(t, "an unbound ServiceAccount lists secrets", as(t, env.Config, systemNs, "nobody").List(ctx, &secrets))
 
 	// The operator runs as a ServiceAccount bound to nothing but the generated ClusterRole.
-	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
-	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
-	startOperator(ctx, t, env, operator.Options{})
-
-	var class banlieuev1.ProviderClass
-	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)
-	if err := admin.Create(ctx, &class); err != nil {
-		t.Fatal(err)
-	}
+	startInstalledOperator(ctx, t, env, admin)
 	waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionFalse, "MissingClusterRole", 0)
 
 	for _, obj := range []client.Object{
@@ -104,6 +96,20 @@ func TestOperator(t *testing.T) {
 }
 
 // startOperator runs the operator's controllers as the banlieue-operator ServiceAccount.
+// startInstalledOperator runs the operator as its ServiceAccount, bound to nothing but the
+// generated ClusterRole, and creates the guide's ProviderClass (examples/09).
+func startInstalledOperator(ctx context.Context, t *testing.T, env *testenv.Env, admin client.Client) {
+	t.Helper()
+	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
+	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
+	startOperator(ctx, t, env, operator.Options{})
+	var class banlieuev1.ProviderClass
+	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)
+	if err := admin.Create(ctx, &class); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func startOperator(ctx context.Context, t *testing.T, env *testenv.Env, opts operator.Options) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
