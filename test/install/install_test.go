@@ -398,6 +398,12 @@ func TestInstall(t *testing.T) {
 	t.Run("imagebuilder RBAC", func(t *testing.T) {
 		ib := c.as(t, systemNS, "banlieue-imagebuilder")
 		allowed(t, "imagebuilder creates a Job in "+buildNS, ib.Create(ctx, job(buildNS)))
+		// Its Job and pod rights are a Role in the build namespace: cluster-wide, a compromised
+		// imagebuilder could run a pod as any ServiceAccount of any namespace.
+		forbidden(t, "imagebuilder creates a Job in "+tenantNS, ib.Create(ctx, job(tenantNS), client.DryRunAll))
+		forbidden(t, "imagebuilder lists Jobs cluster-wide", ib.List(ctx, &batchv1.JobList{}))
+		allowed(t, "imagebuilder lists pods in "+buildNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(buildNS)))
+		forbidden(t, "imagebuilder lists pods in "+tenantNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(tenantNS)))
 		forbidden(t, "imagebuilder creates a Deployment", ib.Create(ctx, deployment(buildNS), client.DryRunAll))
 		// Build Secrets: written (server-side apply) in the build namespace only, never read.
 		buildSecret := func(ns string) *corev1ac.SecretApplyConfiguration {
