@@ -23,6 +23,7 @@ type providerLibvirtOptions struct {
 	importImage          string
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
+	machineWorkers       int
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
@@ -37,6 +38,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
+			MachineWorkers:       po.machineWorkers,
 		}
 	}
 	r.customize = func(o *manager.Options) { o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions()) }
@@ -51,6 +53,9 @@ func newProviderLibvirtCommand() *cobra.Command {
 				return err
 			}
 			tolerations = append(tolerations, tol)
+		}
+		if po.machineWorkers < 1 || po.machineWorkers > maxMachineWorkers {
+			return fmt.Errorf("invalid --machine-workers: %d: want 1 to %d", po.machineWorkers, maxMachineWorkers)
 		}
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
@@ -67,10 +72,20 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
 		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
+	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
+		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	po.importBounds.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
+
+// Machine workers: a few at once keep one machine's slow host call (a TCG guest's destroy takes
+// seconds) from serialising the others; the cap keeps a typo from opening hundreds of
+// concurrent calls to one libvirtd.
+const (
+	defaultMachineWorkers = 4
+	maxMachineWorkers     = 64
+)
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

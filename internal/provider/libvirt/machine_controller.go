@@ -39,6 +39,10 @@ type MachineReconciler struct {
 	ProviderName string
 	// starts tells a start libvirtd lost from one in flight.
 	starts startWatch
+	// Workers is how many machines are reconciled at once; zero means one. A machine whose
+	// host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold back
+	// the machines queued behind it.
+	Workers int
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
 }
@@ -52,7 +56,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("libvirtmachine").
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(app.Instrument("libvirtmachine", r))
 }
 

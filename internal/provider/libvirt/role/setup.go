@@ -35,6 +35,9 @@ type Options struct {
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
+	// MachineWorkers is how many LibvirtMachines are reconciled at once (--machine-workers);
+	// zero means one.
+	MachineWorkers int
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
@@ -100,6 +103,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		Connections:  conns,
 		ProviderName: opts.ProviderName,
 		Resync:       opts.Resync,
+		Workers:      opts.MachineWorkers,
 	}).SetupWithManager(mgr)
 }
 
