@@ -165,6 +165,11 @@ type ResolvedMapping struct {
 type ScheduledPlacement struct {
 	// providerName of the chosen Provider.
 	ProviderName string `json:"providerName"`
+	// providerNamespace of the chosen Provider: the VM's own, or that of a shared Provider whose
+	// allowedNamespaces admits the VM's namespace. Empty in placements recorded before the field
+	// existed, which were all in the VM's namespace.
+	// +optional
+	ProviderNamespace string `json:"providerNamespace,omitempty"`
 	// providerClass of the chosen Provider.
 	ProviderClass string `json:"providerClass"`
 	// failureDomain chosen.
