@@ -125,7 +125,7 @@ func TestScheduleSharedProviders(t *testing.T) {
 		},
 		{
 			name: "a Provider of another namespace that is not shared is never a candidate", vm: tenantVM("team-a"),
-			image: testImage(readyRow("lab")),
+			image:     testImage(readyRow("lab")),
 			providers: candidateProviders("team-a", []banlieuev1.Provider{sharedProvider("lab", nil), sharedProvider("private", fromSame)}),
 			wantErr:   banlieuev1.ReasonNoProviderMatched, notMsg: []string{"lab", "private"},
 		},

@@ -196,4 +196,3 @@ func tenantClient(ctx context.Context, t *testing.T, env *testenv.Env, ns string
 	}
 	return c
 }
-
