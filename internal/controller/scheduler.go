@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/tenancy"
 )
 
 // Failure domain features the scheduler checks by name.
@@ -99,7 +100,7 @@ func schedule(in scheduleInput) (decision, error) {
 		}
 	}
 	for _, p := range selected {
-		if ok, rule := p.AdmitsNamespace(in.VM.Namespace, in.NamespaceLabels); !ok {
+		if ok, rule := tenancy.AdmitsNamespace(p, in.VM.Namespace, in.NamespaceLabels); !ok {
 			refusals.add(fmt.Sprintf("Provider %s/%s refuses namespace %s: %s", p.Namespace, p.Name, in.VM.Namespace, rule))
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/tenancy"
 )
 
 // namespaceRefusal is why p does not serve a machine of namespace ns whose labels are nsLabels,
@@ -23,7 +24,7 @@ import (
 // this itself, on every pass, rather than trusting the scheduler: anyone who may write a
 // LibvirtMachine in their namespace can name a shared Provider in it.
 func namespaceRefusal(p *banlieuev1.Provider, ns string, nsLabels map[string]string) string {
-	if ok, rule := p.AdmitsNamespace(ns, nsLabels); !ok {
+	if ok, rule := tenancy.AdmitsNamespace(p, ns, nsLabels); !ok {
 		return fmt.Sprintf("invalid spec.providerRef: Provider %s/%s does not admit namespace %s (%s)", p.Namespace, p.Name, ns, rule)
 	}
 	return ""

@@ -1,28 +1,32 @@
-package v1alpha1
+// Package tenancy holds the one decision of which namespaces may use a Provider, shared by the
+// controller (which schedules onto it) and the provider (which serves its machines).
+package tenancy
 
 import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// AdmitsNamespace reports whether a Provider admits VMs and machines of namespace ns, whose
+// AdmitsNamespace reports whether Provider p admits VMs and machines of namespace ns, whose
 // labels are nsLabels. The controller (scheduling) and the provider (serving a machine) both
 // decide with it, so the two can never disagree. When the namespace is refused, rule is the
 // Provider's rule in words, for the NamespaceNotAllowed message.
-func (p *Provider) AdmitsNamespace(ns string, nsLabels map[string]string) (ok bool, rule string) {
+func AdmitsNamespace(p *banlieuev1.Provider, ns string, nsLabels map[string]string) (ok bool, rule string) {
 	if ns == p.Namespace {
 		return true, ""
 	}
 	a := p.Spec.AllowedNamespaces
-	if a == nil || a.From == "" || a.From == NamespacesFromSame {
-		return false, fmt.Sprintf("allowedNamespaces.from is %s: only namespace %s may use it", NamespacesFromSame, p.Namespace)
+	if a == nil || a.From == "" || a.From == banlieuev1.NamespacesFromSame {
+		return false, fmt.Sprintf("allowedNamespaces.from is %s: only namespace %s may use it", banlieuev1.NamespacesFromSame, p.Namespace)
 	}
 	switch a.From {
-	case NamespacesFromAll:
+	case banlieuev1.NamespacesFromAll:
 		return true, ""
-	case NamespacesFromSelector:
+	case banlieuev1.NamespacesFromSelector:
 		if a.Selector == nil {
 			// Admission refuses this (CEL); refusing here keeps an object written before the
 			// rule from admitting everyone.
