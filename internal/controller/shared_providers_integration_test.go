@@ -175,14 +175,18 @@ func installControllerRole(ctx context.Context, t *testing.T, env *testenv.Env) 
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: controllerUser}}})
 }
 
-// tenantClient is a client of tenantUser, who holds the built-in edit ClusterRole in ns and a
+// tenantClient is a client of tenantUser, who holds the built-in edit rules in ns and a
 // Role to write VirtualMachines there (edit has no banlieue.io rules of its own).
 func tenantClient(ctx context.Context, t *testing.T, env *testenv.Env, ns string) client.Client {
 	t.Helper()
 	subject := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: tenantUser}}
+	// envtest runs no controller-manager, so the aggregated edit ClusterRole stays empty; its
+	// two bootstrap parts carry the rules it aggregates.
 	env.Create(ctx, t,
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}, Subjects: subject},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-edit"}, Subjects: subject},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-view"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:aggregate-to-view"}, Subjects: subject},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-vms"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"banlieue.io"}, Resources: []string{"virtualmachines"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-vms"},
