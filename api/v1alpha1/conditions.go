@@ -60,7 +60,8 @@ const (
 const (
 	// ReasonScheduled: a Provider and failure domain were chosen.
 	ReasonScheduled = "Scheduled"
-	// ReasonNoProviderMatched: no Provider in the VM's namespace matches its selector.
+	// ReasonNoProviderMatched: no Provider of the VM's namespace, nor any shared with it, matches
+	// its selector.
 	ReasonNoProviderMatched = "NoProviderMatched"
 	// ReasonNamespaceNotAllowed: the only Providers matching the VM's providerSelector are in
 	// other namespaces and their allowedNamespaces do not admit the VM's namespace (the

@@ -72,8 +72,8 @@ type LabelSelector struct {
 
 // Placement constrains scheduling.
 type Placement struct {
-	// providerSelector is matched against Provider labels; candidates come only from the VM's
-	// namespace.
+	// providerSelector is matched against Provider labels; candidates are the Providers of the
+	// VM's namespace and those of other namespaces whose allowedNamespaces admit it.
 	// +optional
 	ProviderSelector *LabelSelector `json:"providerSelector,omitempty"`
 	// failureDomainSelector is matched against failure domain labels. The libvirt failure
