@@ -181,8 +181,8 @@ func schedule(in scheduleInput) (decision, error) {
 			fmt.Sprintf("required anti-affinity left no failure domain: %s", affinity)}
 	}
 
-	// Candidates are already in (own namespace first, provider name, namespace, FD name) order; a stable sort on the preferred
-	// score keeps that order among equals.
+	// Candidates are already in (own namespace first, provider name, namespace, FD name)
+	// order; a stable sort on the preferred score keeps that order among equals.
 	slices.SortStableFunc(allowed, func(a, b candidate) int {
 		return preferredScore(placement.AntiAffinity, a.fd, siblings) - preferredScore(placement.AntiAffinity, b.fd, siblings)
 	})
