@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"libvirt.org/go/libvirtxml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -63,6 +64,34 @@ func TestMachineReconcilerServes(t *testing.T) {
 	} {
 		if got := r.serves(tc.m); got != tc.want {
 			t.Errorf("serves(%s → %s) = %v, want %v", tc.m.Namespace, tc.m.ProviderKey(), got, tc.want)
+		}
+	}
+}
+
+// A machine on a shared Provider records the Provider's namespace on its domain, so that the
+// Provider's audit finds it; a machine on its own namespace's Provider writes the record it
+// always wrote.
+func TestOwnerRecordsASharedProvider(t *testing.T) {
+	for _, tc := range []struct {
+		refNs, wantAttr string
+		want            string
+	}{
+		{"", "", "team-a/lab"},
+		{"team-a", "", "team-a/lab"},
+		{"banlieue-system", `providerNamespace="banlieue-system"`, "banlieue-system/lab"},
+	} {
+		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web-01", UID: "u-1"},
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: "lab", Namespace: tc.refNs}}}
+		md, err := ownerOf(m).metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(md.XML, "providerNamespace"); has != (tc.wantAttr != "") || !strings.Contains(md.XML, tc.wantAttr) {
+			t.Errorf("providerRef.namespace %q: record %s, want %q in it", tc.refNs, md.XML, tc.wantAttr)
+		}
+		o, ok := DomainOwner(&libvirtxml.Domain{Metadata: md})
+		if !ok || o.providerKey().String() != tc.want || o.UID != "u-1" {
+			t.Errorf("providerRef.namespace %q: read back %+v (%v), Provider %s; want %s", tc.refNs, o, ok, o.providerKey(), tc.want)
 		}
 	}
 }
