@@ -30,9 +30,10 @@ func newProviderLibvirtCommand() *cobra.Command {
 	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
 	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
-	roleOptions := func() libvirtrole.Options {
+	roleOptions := func(opts app.Options) libvirtrole.Options {
 		return libvirtrole.Options{
 			ProviderName:         po.providerName,
+			ProviderNamespace:    opts.Namespace,
 			BuildNamespace:       po.buildNamespace,
 			ImportImage:          po.importImage,
 			ImportServiceAccount: po.importServiceAccount,
@@ -41,8 +42,10 @@ func newProviderLibvirtCommand() *cobra.Command {
 			MachineWorkers:       po.machineWorkers,
 		}
 	}
-	r.customize = func(o *manager.Options) { o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions()) }
-	r.setup = func(mgr manager.Manager, _ app.Options) error { return libvirtrole.Setup(mgr, roleOptions()) }
+	r.customize = func(o *manager.Options, opts app.Options) {
+		o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions(opts))
+	}
+	r.setup = func(mgr manager.Manager, opts app.Options) error { return libvirtrole.Setup(mgr, roleOptions(opts)) }
 	cmd := r.command("libvirt", "Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains")
 	// A bad toleration is fatal at startup, before anything is reconciled.
 	cmd.PreRunE = func(*cobra.Command, []string) error {

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -43,9 +44,9 @@ type infraKind struct {
 	newList   func() client.ObjectList
 	build     func(buildInput) (client.Object, error)
 	view      func(client.Object) infraView
-	// providerOf is the name of the Provider (in the machine's namespace) a machine references:
+	// providerOf is the Provider a machine references, in its own namespace or a shared one:
 	// the provider-in-use finalizer holds that Provider while the machine exists.
-	providerOf func(client.Object) string
+	providerOf func(client.Object) types.NamespacedName
 }
 
 // infraKinds maps a ProviderClass name to its machine kind.

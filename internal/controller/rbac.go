@@ -16,6 +16,9 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+//
+// Namespaces are read for their labels, which shared Providers' allowedNamespaces select on.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,11 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	status := vm.Status.DeepCopy()
 	status.ObservedGeneration = vm.Generation
+	if status.Scheduled != nil && status.Scheduled.ProviderNamespace == "" {
+		// Recorded before providerNamespace existed, when every placement was in the VM's own
+		// namespace: saying so is no move, and the next status write records it.
+		status.Scheduled.ProviderNamespace = vm.Namespace
+	}
 	requeue, err := r.reconcileNormal(ctx, &vm, status)
 	switch {
 	case errors.Is(err, errStaleRead):
@@ -79,7 +85,10 @@ type vmInputs struct {
 	class     banlieuev1.VMClass
 	image     banlieuev1.VMImage
 	providers []banlieuev1.Provider
-	siblings  []banlieuev1.VirtualMachine
+	// nsLabels are the labels of the VM's namespace, which shared Providers' allowedNamespaces
+	// select on.
+	nsLabels map[string]string
+	siblings []banlieuev1.VirtualMachine
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
@@ -98,7 +107,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		return 0, reconcile.TerminalError(errors.New(msg))
 	}
 
-	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers, Siblings: in.siblings})
+	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
+		NamespaceLabels: in.nsLabels, Siblings: in.siblings})
 	if err != nil {
 		var se *scheduleError
 		if !errors.As(err, &se) {
@@ -153,7 +163,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	return app.RequeueDefault, nil
 }
 
-// readInputs reads the VM's class, image, the Providers it may go to and its siblings.
+// readInputs reads the VM's class, image, the Providers it may go to (its namespace's and the
+// shared ones elsewhere), its namespace's labels and its siblings.
 func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev1.VirtualMachine) (vmInputs, error) {
 	var in vmInputs
 	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, &in.class); err != nil {
@@ -163,14 +174,20 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 		return in, fmt.Errorf("getting VMImage %s: %w", vm.Spec.ImageRef.Name, err)
 	}
 	var providers banlieuev1.ProviderList
-	if err := r.client.List(ctx, &providers, client.InNamespace(vm.Namespace)); err != nil {
+	if err := r.client.List(ctx, &providers); err != nil {
 		return in, fmt.Errorf("listing Providers: %w", err)
 	}
+	in.providers = candidateProviders(vm.Namespace, providers.Items)
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Namespace}, &ns); err != nil {
+		return in, fmt.Errorf("getting Namespace %s: %w", vm.Namespace, err)
+	}
+	in.nsLabels = ns.Labels
 	var siblings banlieuev1.VirtualMachineList
 	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
 		return in, fmt.Errorf("listing VirtualMachines: %w", err)
 	}
-	in.providers, in.siblings = providers.Items, siblings.Items
+	in.siblings = siblings.Items
 	return in, nil
 }
 

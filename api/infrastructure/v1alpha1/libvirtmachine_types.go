@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -18,6 +19,30 @@ const (
 	BootInstallMedia BootSourceKind = "installMedia"
 )
 
+// ProviderReference names the Provider a machine runs on.
+type ProviderReference struct {
+	// name of the Provider.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// namespace of the Provider; empty means the machine's namespace. The provider serves a
+	// machine of another namespace only while its Provider's allowedNamespaces admits that
+	// namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ProviderKey is the namespace and name of the machine's Provider, the namespace defaulted to
+// the machine's own.
+func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
+	ns := m.Spec.ProviderRef.Namespace
+	if ns == "" {
+		ns = m.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: m.Spec.ProviderRef.Name}
+}
+
 // LibvirtMachineSpec is one libvirt domain and its volumes.
 // +kubebuilder:validation:XValidation:rule="self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
@@ -28,8 +53,9 @@ type LibvirtMachineSpec struct {
 	// failureDomain the scheduler chose (the Provider's name).
 	// +optional
 	FailureDomain string `json:"failureDomain,omitempty"`
-	// providerRef names the Provider, in the machine's namespace.
-	ProviderRef banlieuev1.LocalObjectReference `json:"providerRef"`
+	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
+	// when that Provider's allowedNamespaces admits the machine's namespace.
+	ProviderRef ProviderReference `json:"providerRef"`
 	// pool is the storage pool holding every volume of the machine.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
