@@ -290,6 +290,9 @@ func (s *suite) testUserDataErrors(ctx context.Context, t *testing.T) {
 	if err := s.c.Update(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
+	// Secrets are not watched: the next pass carries the edit, here one a VM edit brings
+	// rather than the 30 s requeue.
+	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Labels["edited"] = "1" })
 	m = s.waitMachineWhere(ctx, t, ns, "web-01", "a new userDataHash", func(n *infrav1.LibvirtMachine) bool {
 		return n.Spec.UserDataHash != m.Spec.UserDataHash
 	})
