@@ -87,13 +87,27 @@ func testTenantUserData(ctx context.Context, t *testing.T, env *testenv.Env, adm
 			t.Fatal(err)
 		}
 	}
+	// envtest runs no controller-manager, so the bootstrap ClusterRole edit is never aggregated:
+	// tenant-edit is what aggregation would make of it, the bootstrap pieces edit and view
+	// aggregate (system:aggregate-to-edit and -to-view).
+	tenantEdit := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"}}
+	for _, piece := range []string{"system:aggregate-to-edit", "system:aggregate-to-view"} {
+		var cr rbacv1.ClusterRole
+		if err := admin.Get(ctx, client.ObjectKey{Name: piece}, &cr); err != nil {
+			t.Fatal(err)
+		}
+		tenantEdit.Rules = append(tenantEdit.Rules, cr.Rules...)
+	}
+	if err := admin.Create(ctx, tenantEdit); err != nil {
+		t.Fatal(err)
+	}
 	name := userdata.SecretName("web-01")
 	for _, obj := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"}, Data: map[string][]byte{userdata.KeyUserData: []byte("#cloud-config\n")}},
 		userDataMachine("team-a", "web-01", "host", name),
-		// The bootstrap ClusterRole edit, bound in team-b only: the tenant of the issue.
+		// Namespace edit, bound in team-b only: the tenant of the issue.
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bob-edit", Namespace: "team-b"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tenant-edit"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}}},
 	} {
 		if err := admin.Create(ctx, obj); err != nil {
