@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -22,6 +23,9 @@ type machineUserData struct {
 	Name, Hash string
 	Content    []byte
 	Salt       []byte
+	// existing is the Secret as read before the machine was applied, nil when absent or not
+	// banlieue's: a Secret that already holds Content for the machine is not written again.
+	existing *corev1.Secret
 }
 
 // prepareUserData decides the per-machine Secret of the machine named machine in ns. The name
@@ -42,7 +46,7 @@ func prepareUserData(ctx context.Context, reader client.Reader, kind string, ns,
 			"spec.userData: the machine's user-data Secret %s/%s exists and is not banlieue's (no controller reference to %s %s); "+
 				"it is left alone: rename or delete it", ns, ud.Name, kind, machine)}, nil
 	default:
-		ud.Salt = existing.Data[userdata.KeySalt]
+		ud.Salt, ud.existing = existing.Data[userdata.KeySalt], &existing
 	}
 	if len(ud.Salt) != userdata.SaltSize {
 		ud.Salt = make([]byte, userdata.SaltSize)
@@ -69,6 +73,10 @@ func ownUserDataSecret(s *corev1.Secret, kind, machine string) bool {
 // garbage collection removes it with the machine. blockOwnerDeletion is left unset: nothing
 // waits for a Secret, and setting it would need update on the machine's finalizers.
 func applyUserDataSecret(ctx context.Context, c client.Client, machine client.Object, apiVersion, kind string, ud *machineUserData) error {
+	if e := ud.existing; e != nil && metav1.IsControlledBy(e, machine) && bytes.Equal(e.Data[userdata.KeyUserData], ud.Content) &&
+		bytes.Equal(e.Data[userdata.KeySalt], ud.Salt) {
+		return nil
+	}
 	secret := corev1ac.Secret(ud.Name, machine.GetNamespace()).
 		WithLabels(userdata.Labels(machine.GetName())).
 		WithOwnerReferences(metav1ac.OwnerReference().
