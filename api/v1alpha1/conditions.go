@@ -54,6 +54,12 @@ const (
 	ReasonDeleting = "Deleting"
 	// ReasonImageClassMismatch: the VM's class and image cannot go together.
 	ReasonImageClassMismatch = "ImageClassMismatch"
+	// ReasonUserDataNotOptedIn: the VM's spec.userData.secretRef names a Secret that does not
+	// carry the label banlieue.io/user-data: "true", so it is not copied into the guest.
+	ReasonUserDataNotOptedIn = "UserDataNotOptedIn"
+	// ReasonUserDataConflict: the name of the VM's per-machine user-data Secret is taken by a
+	// Secret banlieue does not own; it is left alone.
+	ReasonUserDataConflict = "UserDataConflict"
 )
 
 // VirtualMachine Scheduled reasons.

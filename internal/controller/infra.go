@@ -18,8 +18,8 @@ type buildInput struct {
 	Class    *banlieuev1.VMClass
 	Image    *banlieuev1.VMImage
 	Decision decision
-	// UserData is already rendered.
-	UserData string
+	// UserData is the machine's per-machine Secret (name and hash), nil when the VM has none.
+	UserData *machineUserData
 	// Existing is the machine as it is now, nil before it exists. What a machine was built
 	// from stays as it was: a rebuilt image is a new volume for new machines, while an existing
 	// machine's disks back onto the one it was created with.
@@ -47,6 +47,9 @@ type infraKind struct {
 	// providerOf is the Provider a machine references, in its own namespace or a shared one:
 	// the provider-in-use finalizer holds that Provider while the machine exists.
 	providerOf func(client.Object) types.NamespacedName
+	// userDataSecretOf is the name of the per-machine user-data Secret a machine references,
+	// "" when none.
+	userDataSecretOf func(client.Object) string
 }
 
 // infraKinds maps a ProviderClass name to its machine kind.

@@ -24,6 +24,12 @@ var libvirtKind = infraKind{
 	build:      func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
 	view:       func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
 	providerOf: func(o client.Object) types.NamespacedName { return o.(*infrav1.LibvirtMachine).ProviderKey() },
+	userDataSecretOf: func(o client.Object) string {
+		if ref := o.(*infrav1.LibvirtMachine).Spec.UserDataSecretRef; ref != nil {
+			return ref.Name
+		}
+		return ""
+	},
 }
 
 // buildLibvirtMachine is the LibvirtMachine of a scheduled VM (docs/guides/libvirt-provider.md, "7. Run a VM"). spec.providerID
@@ -70,6 +76,11 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	if err != nil {
 		return nil, err
 	}
+	var userDataRef *banlieuev1.LocalObjectReference
+	var userDataHash string
+	if in.UserData != nil {
+		userDataRef, userDataHash = &banlieuev1.LocalObjectReference{Name: in.UserData.Name}, in.UserData.Hash
+	}
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: machineMeta(vm),
 		Spec: infrav1.LibvirtMachineSpec{
@@ -84,7 +95,8 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 			TPMEnabled:        class.Spec.TPMEnabled,
 			Disks:             libvirtDisks(class.Spec.Hardware.Disks, diskOverrides),
 			Network:           nics,
-			UserData:          in.UserData,
+			UserDataSecretRef: userDataRef,
+			UserDataHash:      userDataHash,
 			DesiredPowerState: power,
 		},
 	}, nil

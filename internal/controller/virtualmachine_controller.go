@@ -148,8 +148,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	if err != nil {
 		return 0, err
 	}
-	if refused != "" {
-		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, refused, banlieuev1.ReasonInfraBuildFailed)
+	if refused != nil {
+		notScheduled(vm, status, refused.Reason, refused.Message, refused.Reason)
 		return app.ErrorRetry, nil
 	}
 
@@ -215,34 +215,60 @@ func (r *virtualMachineReconciler) confirmFresh(ctx context.Context, vm *banlieu
 	return nil
 }
 
-// applyMachine renders the user-data, builds the VM's machine and applies it. A refusal the
-// user must fix (unreadable or oversized user-data, a machine the build or the API server
-// rejects) comes back as refused, for InfraBuildFailed; err is for what a retry may cure.
-func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraKind, in buildInput) (machine client.Object, refused string, err error) {
+// applyMachine renders the user-data, builds the VM's machine and applies it, then its
+// per-machine user-data Secret (which needs the machine's UID for its owner reference). A
+// refusal the user must fix (unreadable, not opted-in or oversized user-data, a machine the
+// build or the API server rejects) comes back as refused, with its reason; err is for what a
+// retry may cure.
+func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraKind, in buildInput) (machine client.Object, refused *refusal, err error) {
 	vm := in.VM
 	raw, err := readUserData(ctx, r.apiReader, vm)
-	if err != nil {
-		return nil, err.Error(), nil
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		return nil, rf, nil
+	} else if err != nil {
+		return nil, buildRefusal(err.Error()), nil
 	}
-	in.UserData = renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
-	if n := len(in.UserData); n > nocloud.MaxPayloadSize {
+	rendered := renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
+	if n := len(rendered); n > nocloud.MaxPayloadSize {
 		// Refused here, before any machine exists: the seed could never carry it.
-		return nil, fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
-			n, nocloud.MaxPayloadSize), nil
+		return nil, buildRefusal(fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
+			n, nocloud.MaxPayloadSize)), nil
+	}
+	if vm.Spec.UserData != nil {
+		var rf *refusal
+		if in.UserData, rf, err = prepareUserData(ctx, r.apiReader, kind.GVK.Kind, vm.Namespace, vm.Name, rendered); err != nil || rf != nil {
+			return nil, rf, err
+		}
 	}
 	machine, err = kind.build(in)
 	if err != nil {
-		return nil, err.Error(), nil
+		return nil, buildRefusal(err.Error()), nil
 	}
 	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
 		// The API server refusing the machine (a name too long for domainName, say) is a build
 		// failure the user must fix, not a transient error.
 		if apierrors.IsInvalid(err) {
-			return nil, err.Error(), nil
+			return nil, buildRefusal(err.Error()), nil
 		}
-		return nil, "", fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+		return nil, nil, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 	}
-	return machine, "", nil
+	switch {
+	case in.UserData != nil:
+		if err := applyUserDataSecret(ctx, r.client, machine, kind.GVK.GroupVersion().String(), kind.GVK.Kind, in.UserData); err != nil {
+			return nil, nil, err
+		}
+	case in.Existing != nil && kind.userDataSecretOf(in.Existing) != "":
+		// The VM's user-data was removed: its copy goes too, rather than wait for the machine.
+		if err := deleteUserDataSecret(ctx, r.client, r.apiReader, kind.GVK.Kind, vm.Namespace, vm.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	return machine, nil, nil
+}
+
+// buildRefusal is a refusal reported as InfraBuildFailed.
+func buildRefusal(msg string) *refusal {
+	return &refusal{Reason: banlieuev1.ReasonInfraBuildFailed, Message: msg}
 }
 
 // drifted handles a placement that no longer matches the existing machine (docs/guides/libvirt-provider.md, "7. Run a VM").

@@ -58,7 +58,11 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 
-	w := desiredWorkload(&p, &class, r.opts)
+	userDataSecrets, err := machineUserDataSecrets(ctx, r.client, &p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	w := desiredWorkload(&p, &class, r.opts, userDataSecrets)
 	for _, obj := range w.objects() {
 		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)

@@ -27,6 +27,10 @@ package operator
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
 //
+// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's Role
+// grants (userdata.go); the operator never writes them.
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
+//
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete

@@ -44,8 +44,9 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 	return p.Namespace
 }
 
-// desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
-func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
+// desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it");
+// userDataSecrets are the user-data Secrets of p's machines its Role lets it read.
+func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options, userDataSecrets []string) workload {
 	name := workloadName(class.Name, p.Namespace, p.Name)
 	imp, build := importName(name), buildName(name)
 	wns := workloadNamespace(p, class)
@@ -54,7 +55,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 	return workload{
 		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls).WithAnnotations(ann), p, wns),
 		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
-			WithRules(policyRules(roleRules(p, class))...),
+			WithRules(policyRules(roleRules(p, class, userDataSecrets))...),
 		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", name)).
 			WithSubjects(sa),

@@ -37,7 +37,7 @@ func TestWorkloadObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			class := libvirtClass()
 			class.Spec.WorkloadNamespace = tt.workloadNamespace
-			w := desiredWorkload(p, class, Options{BuildNamespace: "banlieue-imagebuild"})
+			w := desiredWorkload(p, class, Options{BuildNamespace: "banlieue-imagebuild"}, nil)
 
 			type meta struct {
 				kind, ns, name string

@@ -344,6 +344,12 @@ func TestInstall(t *testing.T) {
 		allowed(t, "controller creates a LibvirtMachine", ctrl.Create(ctx, libvirtMachine(t)))
 		forbidden(t, "controller creates a Deployment", ctrl.Create(ctx, deployment(tenantNS), client.DryRunAll))
 		forbidden(t, "controller lists Secrets", ctrl.List(ctx, &corev1.SecretList{}))
+		forbidden(t, "controller lists Secrets in a namespace", ctrl.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
+		// The per-machine user-data copies (ADR-0095): applied, read by name and deleted.
+		userData := corev1ac.Secret("userdata-probe", tenantNS).WithData(map[string][]byte{"user-data": []byte("#cloud-config\n")})
+		allowed(t, "controller applies a user-data Secret", ctrl.Apply(ctx, userData, client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
+		allowed(t, "controller gets a user-data Secret", ctrl.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "userdata-probe"}, &corev1.Secret{}))
+		allowed(t, "controller deletes a user-data Secret", ctrl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "userdata-probe"}}))
 		// The controller owns (controller, blockOwnerDeletion) what it creates: LibvirtMachines
 		// of VirtualMachines, and the VirtualMachines of a pool.
 		vm := &unstructured.Unstructured{Object: map[string]any{

@@ -95,10 +95,18 @@ type LibvirtMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	Network []LibvirtNetworkInterface `json:"network,omitempty"`
-	// userData is the rendered cloud-init user-data. The provider never reads Secrets.
+	// userDataSecretRef names the Secret, in this machine's namespace, that holds the rendered
+	// cloud-init user-data. banlieue-controller writes it, controlled by this machine (an owner
+	// reference), so user-data never sits in clear in a custom resource; the provider reads it
+	// only when that owner reference is there. Unset: the guest gets an empty user-data.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1048576
-	UserData string `json:"userData,omitempty"`
+	UserDataSecretRef *banlieuev1.LocalObjectReference `json:"userDataSecretRef,omitempty"`
+	// userDataHash is the salted SHA-256 of the user-data in userDataSecretRef, in hex. A change
+	// of the user-data changes it, and so the machine's generation, without revealing the
+	// content; the provider seeds a guest only from a Secret that matches it.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	UserDataHash string `json:"userDataHash,omitempty"`
 	// desiredPowerState of the domain.
 	// +optional
 	// +kubebuilder:default=PoweredOn

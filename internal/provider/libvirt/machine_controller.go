@@ -30,8 +30,8 @@ const machineTimeout = 2 * time.Minute
 // everything it needs is in the LibvirtMachine and its Provider.
 type MachineReconciler struct {
 	Client client.Client
-	// APIReader reads the Provider's Secret and CA uncached, by name, and the machine's volume
-	// record when the cache may lag behind it.
+	// APIReader reads the Provider's Secret and CA and the machine's user-data Secret uncached,
+	// by name, and the machine's volume record when the cache may lag behind it.
 	APIReader   client.Reader
 	Connections *hostconn.Connections
 	// ProviderName, when set, limits this process to the machines of one Provider.
@@ -122,7 +122,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
-	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), &r.starts)
+	userData, err := machineUserData(ctx, r.APIReader, &m)
+	if err != nil {
+		return r.retry(ctx, &m, err)
+	}
+	obs, err := converge(ctx, c, &m, userData, r.volumeRecord(&m), &r.starts)
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}
