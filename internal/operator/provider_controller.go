@@ -58,6 +58,10 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 
+	// The admission params first: the provider's import Jobs are refused until its entry exists.
+	if err := r.applyImportPolicy(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	w := desiredWorkload(&p, &class, r.opts)
 	for _, obj := range w.objects() {
 		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
@@ -91,6 +95,9 @@ func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider
 		return nil
 	}
 	if _, err := r.deleteWorkload(ctx, p, nil); err != nil {
+		return err
+	}
+	if err := r.applyImportPolicy(ctx); err != nil {
 		return err
 	}
 	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")

@@ -102,6 +102,7 @@ func startInstalledOperator(ctx context.Context, t *testing.T, env *testenv.Env,
 	t.Helper()
 	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
 	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
+	installRoles(ctx, t, admin, "config/rbac/operator/role.yaml", systemNs, operatorS)
 	startOperator(ctx, t, env, operator.Options{})
 	var class banlieuev1.ProviderClass
 	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)
@@ -175,6 +176,18 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	var dep appsv1.Deployment
 	testenv.Eventually(t, timeout, "Deployment", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep)
+	})
+	testenv.Eventually(t, timeout, "the import policy's entry", func() error {
+		data, err := importPolicy(ctx, c)
+		if err != nil {
+			return err
+		}
+		want := map[string]string{systemNs + "." + workload + ".image": "registry.example/banlieue:v0.1.0",
+			systemNs + "." + workload + ".provider": systemNs + "/" + provider}
+		if !reflect.DeepEqual(data, want) {
+			return fmt.Errorf("data %v, want %v", data, want)
+		}
+		return nil
 	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 		t.Fatal(err)
@@ -395,6 +408,7 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: buildNs, Name: workload + "-import"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
@@ -428,6 +442,12 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		// envtest runs no garbage collector: everything must go through the operator's cleanup.
 		testenv.Eventually(t, timeout, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
+	testenv.Eventually(t, timeout, "the import policy's entry removed", func() error {
+		if data, err := importPolicy(ctx, c); err != nil || len(data) != 0 {
+			return fmt.Errorf("data %v, err %v", data, err)
+		}
+		return nil
+	})
 	testenv.Eventually(t, timeout, "WorkloadDeleted event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadDeleted, "")
 	})
