@@ -29,7 +29,7 @@ type Options struct {
 	// limit is enforced by the manager's cache, see CacheOptions.
 	WatchNamespace string
 	// BuildNamespace holds the import Jobs, each Provider's import ServiceAccount, which is
-	// granted read access to that Provider alone, and the import policy's params ConfigMap
+	// granted read access to that Provider alone, and the provider accounts' admission params ConfigMap
 	// (default banlieue-imagebuild).
 	BuildNamespace string
 	// BuildNodeSelector is accepted for symmetry with the imagebuilder but not forwarded: the

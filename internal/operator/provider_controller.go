@@ -59,7 +59,7 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	// The admission params first: the provider's import Jobs are refused until its entry exists.
-	if err := r.applyImportPolicy(ctx); err != nil {
+	if err := r.applyProviderAccounts(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
 	w := desiredWorkload(&p, &class, r.opts)
@@ -97,7 +97,7 @@ func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider
 	if _, err := r.deleteWorkload(ctx, p, nil); err != nil {
 		return err
 	}
-	if err := r.applyImportPolicy(ctx); err != nil {
+	if err := r.applyProviderAccounts(ctx); err != nil {
 		return err
 	}
 	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")

@@ -223,7 +223,9 @@ func TestChartCopiesInSync(t *testing.T) {
 	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
 		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
 	}
-	pairs[filepath.Join(chartDir(), "files", "admission", "import-jobs.yaml")] = filepath.Join(root, "config", "admission", "import-jobs.yaml")
+	for _, f := range []string{"import-jobs.yaml", "provider-writes.yaml"} {
+		pairs[filepath.Join(chartDir(), "files", "admission", f)] = filepath.Join(root, "config", "admission", f)
+	}
 	stale := 0
 	for dst, src := range pairs {
 		want, err := os.ReadFile(src)
@@ -242,7 +244,7 @@ func TestChartCopiesInSync(t *testing.T) {
 		t.Log(`refresh them with:
   cp config/crd/bases/*.yaml charts/banlieue/crds/
   for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done
-  cp config/admission/import-jobs.yaml charts/banlieue/files/admission/import-jobs.yaml`)
+  cp config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/`)
 	}
 }
 

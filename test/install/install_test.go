@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -418,6 +419,27 @@ func TestInstall(t *testing.T) {
 		forbidden(t, "imagebuilder gets a Secret in "+buildNS, ib.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "build-x"}, &corev1.Secret{}))
 		forbidden(t, "imagebuilder lists Secrets in "+buildNS, ib.List(ctx, &corev1.SecretList{}, client.InNamespace(buildNS)))
 		forbidden(t, "imagebuilder lists Secrets cluster-wide", ib.List(ctx, &corev1.SecretList{}))
+	})
+
+	t.Run("admission policies on provider accounts", func(t *testing.T) {
+		// Their behaviour is TestImportJobAdmission's and TestProviderWritesAdmission's
+		// (internal/provider/libvirt/image); here: installed, bound, denying, with their params.
+		for _, name := range []string{"banlieue-import-jobs", "banlieue-provider-pods", "banlieue-provider-writes"} {
+			var policy admissionregistrationv1.ValidatingAdmissionPolicy
+			allowed(t, "ValidatingAdmissionPolicy "+name, c.admin.Get(ctx, client.ObjectKey{Name: name}, &policy))
+			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := c.admin.Get(ctx, client.ObjectKey{Name: name}, &binding); err != nil {
+				t.Errorf("ValidatingAdmissionPolicyBinding %s: %v", name, err)
+				continue
+			}
+			if binding.Spec.PolicyName != name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+				t.Errorf("binding %s: policy %q actions %v", name, binding.Spec.PolicyName, binding.Spec.ValidationActions)
+			}
+			if ref := binding.Spec.ParamRef; policy.Spec.ParamKind != nil && (ref == nil || ref.Name != "banlieue-provider-accounts" ||
+				ref.Namespace != buildNS || ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.DenyAction) {
+				t.Errorf("binding %s: paramRef %+v, want banlieue-provider-accounts in %s, denying when absent", name, ref, buildNS)
+			}
+		}
 	})
 
 	t.Run("no shared import ServiceAccount", func(t *testing.T) {

@@ -126,10 +126,10 @@ func ignoreNotFound(err error) error {
 	return client.IgnoreNotFound(err)
 }
 
-// importPolicy is the operator's params ConfigMap of the import-Job admission policy.
-func importPolicy(ctx context.Context, c client.Client) (map[string]string, error) {
+// providerAccounts is the operator's params ConfigMap of the admission policies on provider accounts.
+func providerAccounts(ctx context.Context, c client.Client) (map[string]string, error) {
 	var cm corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: buildNs, Name: operator.ImportPolicyName}, &cm); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: buildNs, Name: operator.ProviderAccountsName}, &cm); err != nil {
 		return nil, err
 	}
 	return cm.Data, nil

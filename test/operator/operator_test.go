@@ -177,8 +177,8 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	testenv.Eventually(t, timeout, "Deployment", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep)
 	})
-	testenv.Eventually(t, timeout, "the import policy's entry", func() error {
-		data, err := importPolicy(ctx, c)
+	testenv.Eventually(t, timeout, "the provider account's entry", func() error {
+		data, err := providerAccounts(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -442,8 +442,8 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		// envtest runs no garbage collector: everything must go through the operator's cleanup.
 		testenv.Eventually(t, timeout, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
-	testenv.Eventually(t, timeout, "the import policy's entry removed", func() error {
-		if data, err := importPolicy(ctx, c); err != nil || len(data) != 0 {
+	testenv.Eventually(t, timeout, "the provider account's entry removed", func() error {
+		if data, err := providerAccounts(ctx, c); err != nil || len(data) != 0 {
 			return fmt.Errorf("data %v, err %v", data, err)
 		}
 		return nil

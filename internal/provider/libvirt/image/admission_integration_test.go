@@ -49,8 +49,8 @@ func TestImportJobAdmission(t *testing.T) {
 	defer cancel()
 	env.CreateRestrictedNamespace(ctx, t, admBuildNs)
 	env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admSystemNs}})
-	installAdmission(ctx, t, env.Client)
-	env.Create(ctx, t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-import-policy", Namespace: admBuildNs},
+	installAdmission(ctx, t, env.Client, "import-jobs.yaml")
+	env.Create(ctx, t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-accounts", Namespace: admBuildNs},
 		Data: map[string]string{
 			admSystemNs + "." + accountA + ".image":    importImageA,
 			admSystemNs + "." + accountA + ".provider": admSystemNs + "/host-a",
@@ -174,10 +174,10 @@ func admissionJob(provider, account, image string) *batchv1.Job {
 		ContainerImage: image, ServiceAccount: account, Bounds: jobbounds.DefaultImport()})
 }
 
-// installAdmission creates every object of config/admission/import-jobs.yaml, as shipped.
-func installAdmission(ctx context.Context, t *testing.T, admin client.Client) {
+// installAdmission creates every object of config/admission/<file>, as shipped.
+func installAdmission(ctx context.Context, t *testing.T, admin client.Client, file string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "admission", "import-jobs.yaml"))
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "admission", file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-func TestImportPolicyData(t *testing.T) {
+func TestProviderAccountsData(t *testing.T) {
 	const wl = "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3"
 	libvirt := libvirtClass()
 	elsewhere := libvirtClass()
@@ -54,7 +54,7 @@ func TestImportPolicyData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := importPolicyData(tt.providers, classes); !reflect.DeepEqual(got, tt.want) {
+			if got := providerAccountsData(tt.providers, classes); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %v\nwant %v", got, tt.want)
 			}
 		})

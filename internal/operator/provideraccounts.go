@@ -11,19 +11,19 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// ImportPolicyName is the ConfigMap, in the build namespace, that the shipped
+// ProviderAccountsName is the ConfigMap, in the build namespace, that the shipped
 // ValidatingAdmissionPolicy banlieue-import-jobs (config/admission/import-jobs.yaml) reads as
 // its params: for each provider account, the image its import Jobs run and the Provider it
 // serves (docs/security.md, "Import Jobs: one account per Provider, pinned at admission").
-const ImportPolicyName = "banlieue-import-policy"
+const ProviderAccountsName = "banlieue-provider-accounts"
 
-// importPolicyData is the params ConfigMap's data: per provider ServiceAccount
+// providerAccountsData is the params ConfigMap's data: per provider ServiceAccount
 // "<namespace>.<name>", ".image" the class's image (the import image, providerArgs) and
 // ".provider" "<namespace>/<name>" of its Provider. ConfigMap keys allow [-._a-zA-Z0-9] and a
 // namespace has no dot, so the key is unambiguous. A Provider whose class is missing has no
 // workload, and one whose cleanup has begun is leaving: neither gets an entry. A Provider held
 // by its machines (FinalizerProviderInUse) keeps its workload, and so its entry.
-func importPolicyData(providers []banlieuev1.Provider, classes map[string]*banlieuev1.ProviderClass) map[string]string {
+func providerAccountsData(providers []banlieuev1.Provider, classes map[string]*banlieuev1.ProviderClass) map[string]string {
 	data := map[string]string{}
 	for i := range providers {
 		p := &providers[i]
@@ -41,27 +41,27 @@ func importPolicyData(providers []banlieuev1.Provider, classes map[string]*banli
 	return data
 }
 
-// applyImportPolicy rewrites the whole params ConfigMap from every Provider and class, so that
+// applyProviderAccounts rewrites the whole params ConfigMap from every Provider and class, so that
 // whichever Provider's reconcile runs last writes the complete map: no entry depends on the
 // order of reconciles, and a deleted Provider's entry goes with the next one.
-func (r *providerReconciler) applyImportPolicy(ctx context.Context) error {
+func (r *providerReconciler) applyProviderAccounts(ctx context.Context) error {
 	var providers banlieuev1.ProviderList
 	if err := r.client.List(ctx, &providers); err != nil {
-		return fmt.Errorf("listing Providers for the import policy: %w", err)
+		return fmt.Errorf("listing Providers for the provider accounts' admission params: %w", err)
 	}
 	var classList banlieuev1.ProviderClassList
 	if err := r.client.List(ctx, &classList); err != nil {
-		return fmt.Errorf("listing ProviderClasses for the import policy: %w", err)
+		return fmt.Errorf("listing ProviderClasses for the provider accounts' admission params: %w", err)
 	}
 	classes := make(map[string]*banlieuev1.ProviderClass, len(classList.Items))
 	for i := range classList.Items {
 		classes[classList.Items[i].Name] = &classList.Items[i]
 	}
-	cm := corev1ac.ConfigMap(ImportPolicyName, r.opts.BuildNamespace).
+	cm := corev1ac.ConfigMap(ProviderAccountsName, r.opts.BuildNamespace).
 		WithLabels(map[string]string{banlieuev1.LabelName: AppName, banlieuev1.LabelManagedBy: ManagedBy}).
-		WithData(importPolicyData(providers.Items, classes))
+		WithData(providerAccountsData(providers.Items, classes))
 	if err := r.client.Apply(ctx, cm, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying ConfigMap %s/%s: %w", r.opts.BuildNamespace, ImportPolicyName, err)
+		return fmt.Errorf("applying ConfigMap %s/%s: %w", r.opts.BuildNamespace, ProviderAccountsName, err)
 	}
 	return nil
 }
