@@ -298,7 +298,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 			client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
 			return banlieuev1.ImageZoneStatus{}, fmt.Errorf("deleting import Job %s/%s of an older artifact: %w", job.Namespace, job.Name, err)
 		}
-		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt or banlieue upgraded; replacing the import Job"), nil
 	}
 	return jobZone(pool, &job), nil
 }
