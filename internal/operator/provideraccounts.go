@@ -41,7 +41,7 @@ func providerAccountsData(providers []banlieuev1.Provider, classes map[string]*b
 	return data
 }
 
-// applyProviderAccounts rewrites the whole params ConfigMap from every Provider and class, so that
+// applyProviderAccounts rewrites the data of the params ConfigMap (creating it if it went) from every Provider and class, so that
 // whichever Provider's reconcile runs last writes the complete map: no entry depends on the
 // order of reconciles, and a deleted Provider's entry goes with the next one.
 func (r *providerReconciler) applyProviderAccounts(ctx context.Context) error {
@@ -57,8 +57,9 @@ func (r *providerReconciler) applyProviderAccounts(ctx context.Context) error {
 	for i := range classList.Items {
 		classes[classList.Items[i].Name] = &classList.Items[i]
 	}
+	// Data only: the install ships the ConfigMap (config/admission/provider-accounts.yaml) with
+	// its own labels, which an apply of the operator's would take over from kubectl or Helm.
 	cm := corev1ac.ConfigMap(ProviderAccountsName, r.opts.BuildNamespace).
-		WithLabels(map[string]string{banlieuev1.LabelName: AppName, banlieuev1.LabelManagedBy: ManagedBy}).
 		WithData(providerAccountsData(providers.Items, classes))
 	if err := r.client.Apply(ctx, cm, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ConfigMap %s/%s: %w", r.opts.BuildNamespace, ProviderAccountsName, err)

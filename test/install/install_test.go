@@ -442,6 +442,17 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("the provider accounts' params ship empty", func(t *testing.T) {
+		// A binding's params are resolved before its match conditions: without this ConfigMap
+		// every Job in the build namespace and every status write would be refused.
+		var cm corev1.ConfigMap
+		allowed(t, "ConfigMap "+buildNS+"/banlieue-provider-accounts",
+			c.admin.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "banlieue-provider-accounts"}, &cm))
+		if len(cm.Data) != 0 {
+			t.Errorf("data %v, want none until the operator writes it", cm.Data)
+		}
+	})
+
 	t.Run("no shared import ServiceAccount", func(t *testing.T) {
 		// Before issue 16 one banlieue-import account ran every Provider's import and could read
 		// every Provider's credentials; each Provider now has its own (docs/security.md, "Import
