@@ -63,6 +63,9 @@ func newProviderLibvirtCommand() *cobra.Command {
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
 		}
+		if po.importServiceAccount == "" {
+			return fmt.Errorf("invalid --import-service-account: empty; the operator sets it to the Provider's own import account")
+		}
 		return po.importBounds.Validate("import", jobbounds.RuntimeMemory)
 	}
 	f := cmd.Flags()
@@ -73,8 +76,8 @@ func newProviderLibvirtCommand() *cobra.Command {
 	f.StringArrayVar(&po.buildTolerations, "build-toleration", nil, "key[=value]:Effect toleration copied onto import Jobs (repeatable)")
 	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+version),
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
-	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
-		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
+	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
+		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
 	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
 		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	po.importBounds.AddFlags(f, "import")

@@ -58,6 +58,10 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 
+	// The admission params first: the provider's import Jobs are refused until its entry exists.
+	if err := r.applyProviderAccounts(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	userDataSecrets, err := machineUserDataSecrets(ctx, r.client, &p)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -95,6 +99,9 @@ func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider
 		return nil
 	}
 	if _, err := r.deleteWorkload(ctx, p, nil); err != nil {
+		return err
+	}
+	if err := r.applyProviderAccounts(ctx); err != nil {
 		return err
 	}
 	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")

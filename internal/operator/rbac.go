@@ -35,6 +35,11 @@ package operator
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 //
+// The provider accounts' admission params (provideraccounts.go), a Role in the build namespace: create cannot be
+// restricted by name, patch is, to that one ConfigMap.
+// +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=configmaps,verbs=patch,resourceNames=banlieue-provider-accounts
+//
 // Its own events and leader lease, also granted to each provider.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch

@@ -58,8 +58,8 @@ func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, userData
 	return rules
 }
 
-// importRoleRules let the import Job (ServiceAccount banlieue-import in the build namespace)
-// read the Provider and its credentials, by name and nothing else.
+// importRoleRules let the Provider's import Jobs (its own import ServiceAccount, importName, in
+// the build namespace) read the Provider and its credentials, by name and nothing else.
 func importRoleRules(p *banlieuev1.Provider) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{banlieuev1.GroupVersion.Group}, Resources: []string{"providers"}, Verbs: []string{"get"}, ResourceNames: []string{p.Name}},
