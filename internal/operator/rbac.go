@@ -31,9 +31,12 @@ package operator
 // grants (userdata.go); the operator never writes them.
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
 //
-// Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job.
+// Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job. The
+// additionalRules are granted only in the build namespace (buildName), so the Jobs are held only
+// there, as a Role: held cluster-wide, they would let a compromised operator run a pod as any
+// ServiceAccount of any namespace.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=batch,namespace=banlieue-imagebuild,resources=jobs,verbs=get;list;watch;create;patch;delete
 //
 // The provider accounts' admission params (provideraccounts.go), a Role in the build namespace: create cannot be
 // restricted by name, patch is, to that one ConfigMap.

@@ -408,6 +408,11 @@ func TestInstall(t *testing.T) {
 		owned.OwnerReferences = []metav1.OwnerReference{ownerRef("Provider", p)}
 		allowed(t, "operator creates a Deployment owned by a Provider", op.Create(ctx, owned, client.DryRunAll))
 		forbidden(t, "operator lists Secrets", op.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
+		// It holds the Job rights it grants only where it grants them: cluster-wide they would
+		// let it run a pod as any ServiceAccount of any namespace.
+		forbidden(t, "operator creates a Job in "+tenantNS, op.Create(ctx, job(tenantNS), client.DryRunAll))
+		forbidden(t, "operator lists Jobs cluster-wide", op.List(ctx, &batchv1.JobList{}))
+		allowed(t, "operator lists Jobs in "+buildNS, op.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNS)))
 	})
 
 	t.Run("imagebuilder RBAC", func(t *testing.T) {
