@@ -19,6 +19,10 @@ const (
 	// ReasonVolumeNameConflict: a volume the machine would create exists and is not recorded as
 	// the machine's own; it is left untouched.
 	ReasonVolumeNameConflict = "VolumeNameConflict"
+	// ReasonNotPermitted: the machine names a domain, pool, network, bridge or boot volume that
+	// its Provider and that Provider's VMImage rows do not grant it; nothing on the host was
+	// called.
+	ReasonNotPermitted = "NotPermitted"
 )
 
 // LibvirtMachine GuestReady reasons.

@@ -22,6 +22,7 @@ import (
 	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 // machineTimeout bounds one pass over a machine, connect included.
@@ -80,13 +81,15 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ProviderRef.Name}, &p); err != nil {
 		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.Spec.ProviderRef.Name, err))
 	}
-	c, err := r.Connections.Connect(ctx, r.APIReader, &p)
-	if err != nil {
-		r.Connections.Forget(client.ObjectKeyFromObject(&p))
-		return r.retry(ctx, &m, fmt.Errorf("connecting to Provider %q: %w", p.Name, err))
-	}
 
 	if !m.DeletionTimestamp.IsZero() {
+		// Teardown is not checked against the Provider: it touches only what the machine's
+		// ownership record proves its own (machine_teardown.go), and a machine whose Provider stopped
+		// granting its pool must still go.
+		c, err := r.connect(ctx, &p)
+		if err != nil {
+			return r.retry(ctx, &m, err)
+		}
 		if err := teardown(ctx, c, &m); err != nil {
 			return r.retry(ctx, &m, err)
 		}
@@ -96,6 +99,19 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
 		return ctrl.Result{}, nil
+	}
+	// Every host name of the machine is checked before the first call to the host, connecting
+	// included (authority.go).
+	var images banlieuev1.VMImageList
+	if err := r.Client.List(ctx, &images); err != nil {
+		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err))
+	}
+	if err := checkAuthority(&m, &p, images.Items); err != nil {
+		return r.retry(ctx, &m, err)
+	}
+	c, err := r.connect(ctx, &p)
+	if err != nil {
+		return r.retry(ctx, &m, err)
 	}
 	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 		return ctrl.Result{}, err
@@ -117,6 +133,16 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		requeue = app.RequeueDefault
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
+}
+
+// connect returns the Provider's connection, forgetting it when it fails.
+func (r *MachineReconciler) connect(ctx context.Context, p *banlieuev1.Provider) (*libvirt.Client, error) {
+	c, err := r.Connections.Connect(ctx, r.APIReader, p)
+	if err != nil {
+		r.Connections.Forget(client.ObjectKeyFromObject(p))
+		return nil, fmt.Errorf("connecting to Provider %q: %w", p.Name, err)
+	}
+	return c, nil
 }
 
 // volumeRecord returns converge's access to the machine's status.volumes. Every write applies

@@ -65,11 +65,14 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 	return st
 }
 
-// failedStatus keeps every observed field and reports the error on Ready: a name conflict under
-// its own reason, anything else as ReconcileFailed.
+// failedStatus keeps every observed field and reports the error on Ready: a name conflict or a
+// name the Provider does not grant under its own reason, anything else as ReconcileFailed.
 func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
 	reason := cmp.Or(conflictReason(err), infrav1.ReasonReconcileFailed)
+	if isAuthorityError(err) {
+		reason = infrav1.ReasonNotPermitted
+	}
 	setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	return st
 }
