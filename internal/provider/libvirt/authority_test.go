@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -38,6 +41,11 @@ func TestCheckAuthority(t *testing.T) {
 		// The same names on another Provider, and on one of the same name in another namespace,
 		// grant this one nothing.
 		image("elsewhere", row("tenant-b", "host-1", "elsewhere.raw"), row("tenant-a", "host-2", "host2.raw")),
+		// BackingFile images whose rows are not ready: one during a host outage, one whose row
+		// this Provider has not got yet, one of another provider class.
+		backingFile(image("outage", row("tenant-a", "host-1", "")), ClassName, "/images/tiny.raw"),
+		backingFile(image("new"), ClassName, "fresh.raw"),
+		backingFile(image("foreign", row("tenant-a", "host-1", "")), "other-class", "tenant-b-db-os.qcow2"),
 	}
 	machine := func(mutate func(*infrav1.LibvirtMachine)) *infrav1.LibvirtMachine {
 		m := &infrav1.LibvirtMachine{
@@ -61,7 +69,7 @@ func TestCheckAuthority(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(*infrav1.LibvirtMachine)
-		want   string // "" is granted
+		want   string // "" is granted; a refusal is NotPermitted unless it starts with "<reason>: "
 	}{
 		{"the controller's machine", nil, ""},
 		{"an earlier import of its VMImage (a rebuilt image's old base)", func(m *infrav1.LibvirtMachine) {
@@ -75,6 +83,22 @@ func TestCheckAuthority(t *testing.T) {
 			m.Spec.FailureDomain, m.Spec.BootSource.Volume = "other", "zoned-in-other.raw"
 		}, ""},
 		{"no interfaces", func(m *infrav1.LibvirtMachine) { m.Spec.Network = nil }, ""},
+		// What the provider accepted before is granted whatever the rows say now.
+		{"its accepted volume while the row is empty (a host outage)", func(m *infrav1.LibvirtMachine) {
+			m.Spec.BootSource.Volume, m.Status.BootVolume = "tiny.raw", "tiny.raw"
+		}, ""},
+		{"its accepted volume after the row moved to another (a rebuild)", func(m *infrav1.LibvirtMachine) {
+			m.Spec.BootSource.Volume, m.Status.BootVolume = "ubuntu-old.raw", "ubuntu-old.raw"
+		}, ""},
+		{"its accepted volume with no VMImage left", func(m *infrav1.LibvirtMachine) {
+			m.Spec.BootSource.Volume, m.Status.BootVolume = "gone.raw", "gone.raw"
+		}, ""},
+		{"a granted volume other than the accepted one", func(m *infrav1.LibvirtMachine) { m.Status.BootVolume = "tiny.raw" }, ""},
+		// Never accepted, and a row that may grant it is not ready: wait.
+		{"the source of a row not ready (a host outage)", func(m *infrav1.LibvirtMachine) { m.Spec.BootSource.Volume = "tiny.raw" },
+			"WaitingForImage: " + `spec.bootSource.volume: "tiny.raw" is the source of VMImage outage, whose row for Provider tenant-a/host-1 is not ready; checking again`},
+		{"the source of an image with no row for its Provider yet", func(m *infrav1.LibvirtMachine) { m.Spec.BootSource.Volume = "fresh.raw" },
+			"WaitingForImage: " + `spec.bootSource.volume: "fresh.raw" is the source of VMImage new`},
 
 		{"another namespace's domain", func(m *infrav1.LibvirtMachine) { m.Spec.DomainName = "tenant-b-web" },
 			`invalid spec.domainName: "tenant-b-web" is not "tenant-a-web"; a machine's domain is its namespace, "-" and its name`},
@@ -105,17 +129,29 @@ func TestCheckAuthority(t *testing.T) {
 		{"a name that only looks like an import of another VMImage", func(m *infrav1.LibvirtMachine) {
 			m.Spec.BootSource.Volume = ArtifactVolumeName("secret", digestA, false)
 		}, `invalid spec.bootSource.volume: "secret-0123456789abcdef.raw"`},
+		{"another VM's disk after the accepted volume", func(m *infrav1.LibvirtMachine) {
+			m.Spec.BootSource.Volume, m.Status.BootVolume = "tenant-b-db-os.qcow2", current
+		}, `invalid spec.bootSource.volume: "tenant-b-db-os.qcow2"`},
+		{"another provider class's source whose row is not ready", func(m *infrav1.LibvirtMachine) {
+			m.Spec.BootSource.Volume = "tenant-b-db-os.qcow2"
+		}, `invalid spec.bootSource.volume: "tenant-b-db-os.qcow2"`},
+		{"an empty boot volume", func(m *infrav1.LibvirtMachine) { m.Spec.BootSource.Volume = "" },
+			`invalid spec.bootSource.volume: ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkAuthority(machine(tc.mutate), p, images)
+			reason, want := infrav1.ReasonNotPermitted, tc.want
+			if r, rest, ok := strings.Cut(tc.want, ": "); ok && r == infrav1.ReasonWaitingForImage {
+				reason, want = r, rest
+			}
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
 			case tc.want == "":
 			case err == nil:
-				t.Fatalf("granted, want %q", tc.want)
-			case !strings.HasPrefix(err.Error(), tc.want) || !isAuthorityError(err):
-				t.Fatalf("error %q (authority %v), want prefix %q", err, isAuthorityError(err), tc.want)
+				t.Fatalf("granted, want %s %q", reason, want)
+			case !strings.HasPrefix(err.Error(), want) || authorityReason(err) != reason:
+				t.Fatalf("error %q (reason %q), want %s %q", err, authorityReason(err), reason, want)
 			}
 		})
 	}
@@ -125,11 +161,45 @@ func TestCheckAuthority(t *testing.T) {
 	}
 }
 
-func TestFailedStatusReasonOfRefusal(t *testing.T) {
-	m := &infrav1.LibvirtMachine{}
-	err := refuse("invalid spec.pool: %q is not the target of any storage class of Provider %s", "x", "ns/p")
-	st := failedStatus(m, err)
-	if len(st.Conditions) != 1 || st.Conditions[0].Reason != infrav1.ReasonNotPermitted || st.Conditions[0].Message != err.Error() {
-		t.Errorf("conditions %+v", st.Conditions)
+// backingFile gives img a source of class whose volume is ref's basename.
+func backingFile(img banlieuev1.VMImage, class, ref string) banlieuev1.VMImage {
+	img.Spec.Sources = []banlieuev1.ImageSource{{ProviderClass: class, Kind: banlieuev1.SourceBackingFile, Ref: ref}}
+	return img
+}
+
+// A refusal, or a wait, changes Ready and nothing else: what the provider recorded about the
+// domain and its volumes is still true, and teardown needs it.
+func TestFailedStatusOfRefusalKeepsTheRecord(t *testing.T) {
+	m := &infrav1.LibvirtMachine{Status: infrav1.LibvirtMachineStatus{
+		Initialization:     &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)},
+		DomainUUID:         "6c8f7f2e-1b7a-4d8e-9a55-0c0f6d1e2a3b",
+		ObservedPowerState: banlieuev1.PoweredOn,
+		Addresses:          []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "192.0.2.7"}},
+		Volumes:            []string{"ns-web-os.qcow2", "ns-web-cidata.iso"},
+		BootVolume:         "tiny.raw",
+		GuestInstalled:     ptr.To(true),
+		ObservedGeneration: 3,
+		Conditions: []metav1.Condition{
+			{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: infrav1.ReasonDomainRunning},
+			{Type: banlieuev1.ConditionGuestReady, Status: metav1.ConditionTrue, Reason: infrav1.ReasonGuestAnnounced},
+		},
+	}}
+	for _, err := range []*AuthorityError{
+		refuse("invalid spec.pool: %q is not the target of any storage class of Provider %s", "x", "ns/p"),
+		{Reason: infrav1.ReasonWaitingForImage, msg: "spec.bootSource.volume: waiting"},
+	} {
+		st := failedStatus(m, err)
+		ready := meta.FindStatusCondition(st.Conditions, banlieuev1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != err.Reason || ready.Message != err.Error() {
+			t.Errorf("%s: Ready %+v", err.Reason, ready)
+		}
+		want := m.Status.DeepCopy()
+		want.Conditions = st.Conditions
+		if !equality.Semantic.DeepEqual(&st, want) {
+			t.Errorf("%s: a refusal changed more than Ready:\n got %+v\nwant %+v", err.Reason, st, *want)
+		}
+		if len(st.Conditions) != 2 {
+			t.Errorf("%s: conditions %+v", err.Reason, st.Conditions)
+		}
 	}
 }

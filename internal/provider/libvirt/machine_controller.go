@@ -107,8 +107,15 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err))
 	}
 	if err := checkAuthority(&m, &p, images.Items); err != nil {
-		return r.retry(ctx, &m, err)
+		// Nothing was written in this pass yet: applied only if the machine is unchanged since
+		// it was read, a refusal never derives the status from a read that lags behind the API
+		// server, which would drop what the provider recorded since (domainUuid, volumes). A
+		// Conflict retries the pass on a fresh read.
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
 	}
+	// Accepted: every status this pass writes records the boot volume, so a later pass grants
+	// it whatever the rows say then.
+	m.Status.BootVolume = m.Spec.BootSource.Volume
 	c, err := r.connect(ctx, &p)
 	if err != nil {
 		return r.retry(ctx, &m, err)
@@ -183,11 +190,11 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 }
 
 // retry reports an error that happened before or during teardown on Ready, so a deletion that
-// blocks says why, and tries again on the error interval.
-func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error) (ctrl.Result, error) {
+// blocks says why, and tries again on the error interval. opts go to the status write.
+func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error, opts ...ssa.Option) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
 	status := failedStatus(m, err)
-	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); client.IgnoreNotFound(ssaErr) != nil {
+	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil

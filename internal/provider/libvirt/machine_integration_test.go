@@ -61,6 +61,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("a create libvirtd refuses leaves no record", func(t *testing.T) { s.testRefusedCreateLeavesNoRecord(ctx, t) })
 	t.Run("failedStatus cuts libvirtd's own 1 MiB error so the API server takes it", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
 	t.Run("names the Provider does not grant are refused before any host call", func(t *testing.T) { s.testAuthority(ctx, t) })
+	t.Run("an accepted machine keeps its boot volume while its row is empty", func(t *testing.T) { s.testAuthorityOutage(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
 			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)
