@@ -113,8 +113,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// Conflict retries the pass on a fresh read.
 		return r.retry(ctx, &m, err, ssa.IfUnchanged)
 	}
-	// Accepted: every status this pass writes records the boot volume, so a later pass grants
-	// it whatever the rows say then.
+	// Accepted: every status this pass writes records the boot volume (converge's first,
+	// volumeRecord's, before any volume is created), so a later pass grants it whatever the
+	// rows say then.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 	c, err := r.connect(ctx, &p)
 	if err != nil {
@@ -123,6 +124,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 		return ctrl.Result{}, err
 	}
+	// The finalizer's patch read the stored status back into m: accepted all the same.
+	m.Status.BootVolume = m.Spec.BootSource.Volume
 
 	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), &r.starts)
 	if err != nil {
