@@ -79,7 +79,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// machines exist.
 	var p banlieuev1.Provider
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ProviderRef.Name}, &p); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.Spec.ProviderRef.Name, err))
+		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.Spec.ProviderRef.Name, err), ssa.IfUnchanged)
 	}
 
 	if !m.DeletionTimestamp.IsZero() {
@@ -104,13 +104,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// included (authority.go).
 	var images banlieuev1.VMImageList
 	if err := r.Client.List(ctx, &images); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err))
+		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err), ssa.IfUnchanged)
 	}
 	if err := checkAuthority(&m, &p, images.Items); err != nil {
-		// Nothing was written in this pass yet: applied only if the machine is unchanged since
-		// it was read, a refusal never derives the status from a read that lags behind the API
-		// server, which would drop what the provider recorded since (domainUuid, volumes). A
-		// Conflict retries the pass on a fresh read.
 		return r.retry(ctx, &m, err, ssa.IfUnchanged)
 	}
 	// Accepted: every status this pass writes records the boot volume (converge's first,
@@ -119,7 +115,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 	c, err := r.connect(ctx, &p)
 	if err != nil {
-		return r.retry(ctx, &m, err)
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
 	}
 	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 		return ctrl.Result{}, err
@@ -193,7 +189,12 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 }
 
 // retry reports an error that happened before or during teardown on Ready, so a deletion that
-// blocks says why, and tries again on the error interval. opts go to the status write.
+// blocks says why, and tries again on the error interval. opts go to the status write: before
+// the pass's first write (the finalizer's patch, or converge's volume record) it is
+// ssa.IfUnchanged, so a status derived from a read that lags behind the API server fails with a
+// Conflict, and the pass is retried on a fresh read, instead of dropping what the provider
+// recorded since (domainUuid, volumes, bootVolume). A refusal of the authority check, or a host
+// that does not answer, must never cost a machine its record.
 func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error, opts ...ssa.Option) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
 	status := failedStatus(m, err)
