@@ -123,7 +123,7 @@ YAML
   local common=(--kubeconfig "$kubeconfig" --no-leader-elect --log-format text --metrics-secure=false)
   start controller bin/banlieue controller "${common[@]}" --health-port 18081 --metrics-port 18080
   start provider-libvirt bin/banlieue provider libvirt "${common[@]}" --provider-name "$provider" \
-    --namespace "$namespace" --health-port 18083 --metrics-port 18082
+    --import-service-account "$provider-import" --namespace "$namespace" --health-port 18083 --metrics-port 18082
   done_phase
 
   phase "waiting for the Provider to verify the host"

@@ -54,14 +54,27 @@ const (
 	ReasonDeleting = "Deleting"
 	// ReasonImageClassMismatch: the VM's class and image cannot go together.
 	ReasonImageClassMismatch = "ImageClassMismatch"
+	// ReasonUserDataNotOptedIn: the VM's spec.userData.secretRef names a Secret that does not
+	// carry the label banlieue.io/user-data: "true", so it is not copied into the guest.
+	ReasonUserDataNotOptedIn = "UserDataNotOptedIn"
+	// ReasonUserDataConflict: the name of the VM's per-machine user-data Secret is taken by a
+	// Secret banlieue does not own; it is left alone.
+	ReasonUserDataConflict = "UserDataConflict"
 )
 
 // VirtualMachine Scheduled reasons.
 const (
 	// ReasonScheduled: a Provider and failure domain were chosen.
 	ReasonScheduled = "Scheduled"
-	// ReasonNoProviderMatched: no Provider in the VM's namespace matches its selector.
+	// ReasonNoProviderMatched: no Provider of the VM's namespace, nor any shared with it, matches
+	// its selector.
 	ReasonNoProviderMatched = "NoProviderMatched"
+	// ReasonNamespaceNotAllowed: the only Providers matching the VM's providerSelector are in
+	// other namespaces and their allowedNamespaces do not admit the VM's namespace (the
+	// message names each Provider and its rule). The libvirt provider sets it on the Ready
+	// condition of a LibvirtMachine whose namespace its Provider does not admit, and makes no
+	// host call for it.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonNoFailureDomainMatched: no failure domain of a matching Provider fits.
 	ReasonNoFailureDomainMatched = "NoFailureDomainMatched"
 	// ReasonImageNotReady: the VM's image is not ready on any matching Provider.

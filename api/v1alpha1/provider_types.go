@@ -17,6 +17,12 @@ type ProviderSpec struct {
 	// paused stops reconciling this Provider until it is cleared.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// allowedNamespaces are the namespaces whose VirtualMachines may be placed on this Provider
+	// (docs/guides/libvirt-provider.md, "Share a host between namespaces"). Unset, only the
+	// Provider's own namespace may. The credentials Secret stays in the Provider's namespace
+	// either way.
+	// +optional
+	AllowedNamespaces *AllowedNamespaces `json:"allowedNamespaces,omitempty"`
 }
 
 // ProviderConnection is the endpoint and the credentials used to reach it.

@@ -72,8 +72,8 @@ type LabelSelector struct {
 
 // Placement constrains scheduling.
 type Placement struct {
-	// providerSelector is matched against Provider labels; candidates come only from the VM's
-	// namespace.
+	// providerSelector is matched against Provider labels; candidates are the Providers of the
+	// VM's namespace and those of other namespaces whose allowedNamespaces admit it.
 	// +optional
 	ProviderSelector *LabelSelector `json:"providerSelector,omitempty"`
 	// failureDomainSelector is matched against failure domain labels. The libvirt failure
@@ -165,6 +165,11 @@ type ResolvedMapping struct {
 type ScheduledPlacement struct {
 	// providerName of the chosen Provider.
 	ProviderName string `json:"providerName"`
+	// providerNamespace of the chosen Provider: the VM's own, or that of a shared Provider whose
+	// allowedNamespaces admits the VM's namespace. Empty in placements recorded before the field
+	// existed, which were all in the VM's namespace.
+	// +optional
+	ProviderNamespace string `json:"providerNamespace,omitempty"`
 	// providerClass of the chosen Provider.
 	ProviderClass string `json:"providerClass"`
 	// failureDomain chosen.

@@ -32,6 +32,10 @@ const (
 
 	// LabelOwnedBy marks an infrastructure machine with the VM it realises.
 	LabelOwnedBy = "banlieue.io/owned-by"
+	// LabelUserData is "true" on a user's Secret that may be copied into a guest as its
+	// user-data (VirtualMachine spec.userData.secretRef); a Secret without it is refused with
+	// UserDataNotOptedIn. On banlieue's own per-machine user-data Secret it is "machine".
+	LabelUserData = "banlieue.io/user-data"
 	// LabelVMImage marks build and import Jobs with the VMImage they work for.
 	LabelVMImage = "banlieue.io/vmimage"
 	// LabelStoragePool marks an import Job with the libvirt storage pool it writes into.

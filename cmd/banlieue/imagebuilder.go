@@ -33,7 +33,7 @@ func newImagebuilderCommand() *cobra.Command {
 		bounds                                   = jobbounds.DefaultBuild()
 	)
 	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
-	r.customize = func(o *manager.Options) {
+	r.customize = func(o *manager.Options, _ app.Options) {
 		// Only build Jobs, only in the build namespace, are worth caching. Build Secrets are
 		// applied and never read, so no Secret is cached (nor may be: RBAC grants no get).
 		o.Cache.ByObject = map[client.Object]cache.ByObject{&batchv1.Job{}: {

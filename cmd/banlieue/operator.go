@@ -21,7 +21,7 @@ func newOperatorCommand() *cobra.Command {
 		opOpts         = operator.Options{ImportBounds: jobbounds.DefaultImport()}
 	)
 	r := &role{name: "operator", leaderElectionID: "banlieue-operator", defaultNamespace: "banlieue-system"}
-	r.customize = func(o *manager.Options) { o.Cache = operator.CacheOptions(opOpts) }
+	r.customize = func(o *manager.Options, _ app.Options) { o.Cache = operator.CacheOptions(opOpts) }
 	cmd := r.command("operator", "Run each Provider's workload (Deployment, ServiceAccount, RBAC)")
 	r.setup = func(mgr manager.Manager, _ app.Options) error {
 		return operator.Setup(mgr, opOpts)

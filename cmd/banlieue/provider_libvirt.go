@@ -23,24 +23,29 @@ type providerLibvirtOptions struct {
 	importImage          string
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
+	machineWorkers       int
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
 	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
 	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
-	roleOptions := func() libvirtrole.Options {
+	roleOptions := func(opts app.Options) libvirtrole.Options {
 		return libvirtrole.Options{
 			ProviderName:         po.providerName,
+			ProviderNamespace:    opts.Namespace,
 			BuildNamespace:       po.buildNamespace,
 			ImportImage:          po.importImage,
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
+			MachineWorkers:       po.machineWorkers,
 		}
 	}
-	r.customize = func(o *manager.Options) { o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions()) }
-	r.setup = func(mgr manager.Manager, _ app.Options) error { return libvirtrole.Setup(mgr, roleOptions()) }
+	r.customize = func(o *manager.Options, opts app.Options) {
+		o.Cache.ByObject = libvirtrole.CacheByObject(roleOptions(opts))
+	}
+	r.setup = func(mgr manager.Manager, opts app.Options) error { return libvirtrole.Setup(mgr, roleOptions(opts)) }
 	cmd := r.command("libvirt", "Probe libvirt hosts, import images and realise LibvirtMachines as libvirt domains")
 	// A bad toleration is fatal at startup, before anything is reconciled.
 	cmd.PreRunE = func(*cobra.Command, []string) error {
@@ -52,8 +57,14 @@ func newProviderLibvirtCommand() *cobra.Command {
 			}
 			tolerations = append(tolerations, tol)
 		}
+		if po.machineWorkers < 1 || po.machineWorkers > maxMachineWorkers {
+			return fmt.Errorf("invalid --machine-workers: %d: want 1 to %d", po.machineWorkers, maxMachineWorkers)
+		}
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
+		}
+		if po.importServiceAccount == "" {
+			return fmt.Errorf("invalid --import-service-account: empty; the operator sets it to the Provider's own import account")
 		}
 		return po.importBounds.Validate("import", jobbounds.RuntimeMemory)
 	}
@@ -65,12 +76,22 @@ func newProviderLibvirtCommand() *cobra.Command {
 	f.StringArrayVar(&po.buildTolerations, "build-toleration", nil, "key[=value]:Effect toleration copied onto import Jobs (repeatable)")
 	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+version),
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
-	f.StringVar(&po.importServiceAccount, "import-service-account", envOr("BANLIEUE_IMPORT_SERVICE_ACCOUNT", "banlieue-import"),
-		"ServiceAccount of the import Jobs, in the build namespace (env BANLIEUE_IMPORT_SERVICE_ACCOUNT)")
+	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
+		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
+	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
+		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	po.importBounds.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
+
+// Machine workers: a few at once keep one machine's slow host call (a TCG guest's destroy takes
+// seconds) from serialising the others; the cap keeps a typo from opening hundreds of
+// concurrent calls to one libvirtd.
+const (
+	defaultMachineWorkers = 4
+	maxMachineWorkers     = 64
+)
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

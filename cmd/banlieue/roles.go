@@ -18,7 +18,7 @@ type role struct {
 	name             string
 	leaderElectionID string
 	defaultNamespace string
-	customize        func(*manager.Options)
+	customize        func(*manager.Options, app.Options)
 	setup            func(mgr manager.Manager, opts app.Options) error
 }
 
@@ -35,7 +35,11 @@ func (r *role) run(cmd *cobra.Command, opts app.Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := app.NewManager(cfg, opts, r.name, app.NewScheme(), r.customize)
+	var customize func(*manager.Options)
+	if r.customize != nil {
+		customize = func(o *manager.Options) { r.customize(o, opts) }
+	}
+	mgr, err := app.NewManager(cfg, opts, r.name, app.NewScheme(), customize)
 	if err != nil {
 		return err
 	}
@@ -66,6 +70,7 @@ func (r *role) command(use, short string) *cobra.Command {
 
 func newControllerCommand() *cobra.Command {
 	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
+	r.customize = func(o *manager.Options, _ app.Options) { o.Cache.ByObject = controller.CacheByObject() }
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
 		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace}); err != nil {
 			return err

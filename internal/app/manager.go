@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -57,6 +58,10 @@ func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Sch
 		// clean shutdown lets a standby take over without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
 	}
+	// No role caches a Secret: every read is a GET by name past the cache, so no informer ever
+	// lists or watches Secrets (their RBAC grants get only) and no process holds a copy of every
+	// Secret it can see. Set for every role, so a cached client.Get of a Secret cannot start one.
+	mgrOpts.Client = client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
 	if opts.Namespace != "" {
 		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}}
 	}

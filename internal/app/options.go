@@ -34,9 +34,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
 	fs.StringVar(&o.Namespace, "namespace", envString("BANLIEUE_NAMESPACE", defaultNamespace),
 		"namespace to watch; empty watches every namespace (env BANLIEUE_NAMESPACE)")
-	fs.IntVar(&o.HealthPort, "health-port", envInt("BANLIEUE_HEALTH_PORT", 8081),
+	fs.IntVar(&o.HealthPort, "health-port", EnvInt("BANLIEUE_HEALTH_PORT", 8081),
 		"port serving /livez and /readyz (env BANLIEUE_HEALTH_PORT)")
-	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("BANLIEUE_METRICS_PORT", 8080),
+	fs.IntVar(&o.MetricsPort, "metrics-port", EnvInt("BANLIEUE_METRICS_PORT", 8080),
 		"port serving /metrics; 0 disables it (env BANLIEUE_METRICS_PORT)")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", envBoolOr("BANLIEUE_METRICS_SECURE", true),
 		"serve /metrics over HTTPS to tokens allowed to get it; false: plain HTTP on 127.0.0.1, for local development (env BANLIEUE_METRICS_SECURE)")
@@ -95,7 +95,8 @@ func envString(name, fallback string) string {
 	return fallback
 }
 
-func envInt(name string, fallback int) int {
+// EnvInt is the integer in environment variable name, fallback when it is unset or not a number.
+func EnvInt(name string, fallback int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return n
 	}

@@ -12,7 +12,8 @@ func placementDrift(prev *banlieuev1.ScheduledPlacement, next banlieuev1.Schedul
 	switch {
 	case prev == nil:
 		return ""
-	case prev.ProviderName != next.ProviderName || prev.ProviderClass != next.ProviderClass:
+	case prev.ProviderName != next.ProviderName || prev.ProviderNamespace != next.ProviderNamespace ||
+		prev.ProviderClass != next.ProviderClass:
 		return banlieuev1.ReasonProviderChanged
 	case prev.FailureDomain != next.FailureDomain:
 		return banlieuev1.ReasonFailureDomainChanged

@@ -33,6 +33,8 @@ func TestPlacementDrift(t *testing.T) {
 		{"time is not drift", func() *banlieuev1.ScheduledPlacement { p := base(); p.ScheduledAt = &now; return &p }(), base(), ""},
 		{"provider", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
 			with(func(p *banlieuev1.ScheduledPlacement) { p.ProviderName = "b"; p.FailureDomain = "b" }), banlieuev1.ReasonProviderChanged},
+		{"provider of the same name in another namespace", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
+			with(func(p *banlieuev1.ScheduledPlacement) { p.ProviderNamespace = "banlieue-system" }), banlieuev1.ReasonProviderChanged},
 		{"failure domain", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),
 			with(func(p *banlieuev1.ScheduledPlacement) { p.FailureDomain = "z" }), banlieuev1.ReasonFailureDomainChanged},
 		{"storage", func() *banlieuev1.ScheduledPlacement { p := base(); return &p }(),

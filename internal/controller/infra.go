@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -17,8 +18,8 @@ type buildInput struct {
 	Class    *banlieuev1.VMClass
 	Image    *banlieuev1.VMImage
 	Decision decision
-	// UserData is already rendered.
-	UserData string
+	// UserData is the machine's per-machine Secret (name and hash), nil when the VM has none.
+	UserData *machineUserData
 	// Existing is the machine as it is now, nil before it exists. What a machine was built
 	// from stays as it was: a rebuilt image is a new volume for new machines, while an existing
 	// machine's disks back onto the one it was created with.
@@ -43,9 +44,12 @@ type infraKind struct {
 	newList   func() client.ObjectList
 	build     func(buildInput) (client.Object, error)
 	view      func(client.Object) infraView
-	// providerOf is the name of the Provider (in the machine's namespace) a machine references:
+	// providerOf is the Provider a machine references, in its own namespace or a shared one:
 	// the provider-in-use finalizer holds that Provider while the machine exists.
-	providerOf func(client.Object) string
+	providerOf func(client.Object) types.NamespacedName
+	// userDataSecretOf is the name of the per-machine user-data Secret a machine references,
+	// "" when none.
+	userDataSecretOf func(client.Object) string
 }
 
 // infraKinds maps a ProviderClass name to its machine kind.

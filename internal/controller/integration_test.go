@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -19,6 +21,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/userdata"
 )
 
 // The suite plays the libvirt provider: it writes Provider and LibvirtMachine status and the
@@ -59,6 +62,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("e same VM name in two namespaces", func(t *testing.T) { t.Parallel(); s.testTwoNamespaces(ctx, t) })
 		t.Run("f deletion waits for the LibvirtMachine; h provider-in-use", func(t *testing.T) { t.Parallel(); s.testDeletion(ctx, t) })
 		t.Run("g userData Secret missing, then key missing", func(t *testing.T) { t.Parallel(); s.testUserDataErrors(ctx, t) })
+		t.Run("k a user's Secret under the per-machine name is a conflict", func(t *testing.T) { t.Parallel(); s.testUserDataConflict(ctx, t) })
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
 		t.Run("j a 1 MiB image-row message reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
@@ -79,7 +83,7 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 		ConfigMapRef: &banlieuev1.KeySelector{Name: "web-01-user-data"}}))
 
 	m := s.waitMachine(ctx, t, ns, "web-01")
-	if m.Spec.DomainName != "banlieue-system-web-01" || m.Spec.Pool != "default" || m.Spec.UserData != guideUserDataRendered ||
+	if m.Spec.DomainName != "banlieue-system-web-01" || m.Spec.Pool != "default" ||
 		m.Spec.BootSource != (infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "ubuntu-2404.raw"}) ||
 		m.Spec.ProviderRef.Name != guideProvider || m.Spec.Network[0].Source != (infrav1.NetworkSource{Kind: infrav1.SourceNetwork, Name: "br-prod"}) {
 		t.Fatalf("LibvirtMachine spec = %+v", m.Spec)
@@ -87,6 +91,7 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 	if m.Labels[banlieuev1.LabelOwnedBy] != "web-01" || m.Labels["app"] != "web" || len(m.OwnerReferences) != 1 || !ptr.Deref(m.OwnerReferences[0].Controller, false) {
 		t.Fatalf("LibvirtMachine metadata = %+v", m.ObjectMeta)
 	}
+	s.expectUserDataSecret(ctx, t, m, guideUserDataRendered)
 	s.waitVM(ctx, t, ns, "web-01", "Ready=False InfrastructureNotReady", func(vm *banlieuev1.VirtualMachine) bool {
 		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionTrue, banlieuev1.ReasonScheduled) &&
 			hasCondition(vm.Status.Conditions, banlieuev1.ConditionInfrastructureReady, metav1.ConditionFalse, banlieuev1.ReasonPending) &&
@@ -260,15 +265,126 @@ func (s *suite) testUserDataErrors(ctx context.Context, t *testing.T) {
 	s.waitScheduledMessage(ctx, t, ns, "web-01", "spec.userData.secretRef: Secret ns-g/web-01-seed not found")
 	s.expectNoMachine(ctx, t, ns, "web-01")
 
-	s.create(ctx, t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-01-seed", Namespace: ns},
-		Data: map[string][]byte{"userdata": []byte("#cloud-config\n")}})
+	// A Secret that has not opted in is never copied: a clear reason, and nothing is created.
+	seed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-01-seed", Namespace: ns},
+		Data: map[string][]byte{"userdata": []byte("#cloud-config\n")}}
+	s.create(ctx, t, seed)
+	s.waitVMReason(ctx, t, ns, "web-01", banlieuev1.ReasonUserDataNotOptedIn,
+		`spec.userData.secretRef: Secret ns-g/web-01-seed does not carry the label banlieue.io/user-data: "true", so it is not copied into the guest; label it to opt in`)
+	s.expectNoMachine(ctx, t, ns, "web-01")
+	s.expectNoUserDataSecret(ctx, t, ns, "web-01")
+
+	seed.Labels = map[string]string{banlieuev1.LabelUserData: "true"}
+	if err := s.c.Update(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
 	s.waitScheduledMessage(ctx, t, ns, "web-01", `spec.userData.secretRef: key "user-data" not found in Secret ns-g/web-01-seed`)
 
 	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData.SecretRef.Key = "userdata" })
 	m := s.waitMachine(ctx, t, ns, "web-01")
-	if m.Spec.UserData != "#cloud-config\n" {
-		t.Errorf("userData = %q", m.Spec.UserData)
+	first := s.expectUserDataSecret(ctx, t, m, "#cloud-config\n")
+
+	// An edit of the source reaches the per-machine Secret, and changes the machine's hash (so
+	// its generation) without putting the content in it.
+	seed.Data["userdata"] = []byte("#cloud-config\nhostname: changed\n")
+	if err := s.c.Update(ctx, seed); err != nil {
+		t.Fatal(err)
 	}
+	// Secrets are not watched: the next pass carries the edit, here one a VM edit brings
+	// rather than the 30 s requeue.
+	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Labels["edited"] = "1" })
+	m = s.waitMachineWhere(ctx, t, ns, "web-01", "a new userDataHash", func(n *infrav1.LibvirtMachine) bool {
+		return n.Spec.UserDataHash != m.Spec.UserDataHash
+	})
+	second := s.expectUserDataSecret(ctx, t, m, "#cloud-config\nhostname: changed\n")
+	if string(second.Data[userdata.KeySalt]) != string(first.Data[userdata.KeySalt]) {
+		t.Errorf("the salt changed with the content; it must stay so the same content keeps its hash")
+	}
+
+	// The user-data removed: the machine drops its reference and its copy is deleted.
+	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Spec.UserData = nil })
+	s.waitMachineWhere(ctx, t, ns, "web-01", "no userDataSecretRef", func(n *infrav1.LibvirtMachine) bool {
+		return n.Spec.UserDataSecretRef == nil && n.Spec.UserDataHash == ""
+	})
+	s.expectNoUserDataSecret(ctx, t, ns, "web-01")
+}
+
+// testUserDataConflict: a Secret of the user's under the per-machine name is never overwritten.
+func (s *suite) testUserDataConflict(ctx context.Context, t *testing.T) {
+	ns := "ns-k"
+	s.namespace(ctx, t, ns)
+	s.provider(ctx, t, ns, "host", "libvirt")
+	s.image(ctx, t, "img-k", banlieuev1.InstallImmediate, readyRowIn(ns, "host"))
+	name := userdata.SecretName("web-01")
+	s.create(ctx, t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"mine": []byte("x")}})
+	s.create(ctx, t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ud", Namespace: ns}, Data: map[string]string{"user-data": "#cloud-config\n"}})
+	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-k", &banlieuev1.UserDataSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "ud"}}))
+	s.waitVMReason(ctx, t, ns, "web-01", banlieuev1.ReasonUserDataConflict, fmt.Sprintf(
+		"spec.userData: the machine's user-data Secret ns-k/%s exists and is not banlieue's (no controller reference to LibvirtMachine web-01); it is left alone: rename or delete it", name))
+	var got corev1.Secret
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["mine"]) != "x" || len(got.Data) != 1 || len(got.OwnerReferences) != 0 {
+		t.Errorf("the user's Secret was changed: %+v", got)
+	}
+	s.expectNoMachine(ctx, t, ns, "web-01")
+}
+
+// expectUserDataSecret checks that m carries only a reference and a hash, and that the Secret it
+// names holds content, is controlled by m (garbage collection removes it with the machine; envtest
+// runs no garbage collector, so the owner reference is what is asserted) and is labelled as
+// banlieue's. It returns the Secret.
+func (s *suite) expectUserDataSecret(ctx context.Context, t *testing.T, m *infrav1.LibvirtMachine, content string) *corev1.Secret {
+	t.Helper()
+	if m.Spec.UserDataSecretRef == nil || m.Spec.UserDataSecretRef.Name != userdata.SecretName(m.Name) || len(m.Spec.UserDataHash) != 64 {
+		t.Fatalf("LibvirtMachine user-data reference = %+v, hash %q", m.Spec.UserDataSecretRef, m.Spec.UserDataHash)
+	}
+	// Nothing of the content is in the custom resource, whatever field it might hide in.
+	raw := &unstructured.Unstructured{}
+	raw.SetGroupVersionKind(infrav1.GroupVersion.WithKind("LibvirtMachine"))
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(m), raw); err != nil {
+		t.Fatal(err)
+	}
+	if js, err := json.Marshal(raw.Object); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(string(js), strings.TrimSpace(content)) || strings.Contains(string(js), `"userData"`) {
+		t.Errorf("the LibvirtMachine carries user-data: %s", js)
+	}
+	var sec corev1.Secret
+	testenv.Eventually(t, waitTimeout, "the per-machine user-data Secret holds the content", func() error {
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.UserDataSecretRef.Name}, &sec); err != nil {
+			return err
+		}
+		return testenv.Unmet(string(sec.Data[userdata.KeyUserData]) == content &&
+			userdata.Matches(sec.Data[userdata.KeySalt], sec.Data[userdata.KeyUserData], m.Spec.UserDataHash),
+			fmt.Sprintf("data %q", sec.Data[userdata.KeyUserData]))
+	})
+	if !metav1.IsControlledBy(&sec, m) || sec.OwnerReferences[0].Kind != "LibvirtMachine" {
+		t.Errorf("user-data Secret owner references = %+v, want the controller reference to LibvirtMachine %s (uid %s)", sec.OwnerReferences, m.Name, m.UID)
+	}
+	if sec.Labels[banlieuev1.LabelUserData] != userdata.LabelValueMachine || sec.Labels[banlieuev1.LabelManagedBy] != "banlieue-controller" {
+		t.Errorf("user-data Secret labels = %v", sec.Labels)
+	}
+	return &sec
+}
+
+func (s *suite) expectNoUserDataSecret(ctx context.Context, t *testing.T, ns, machine string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "no per-machine user-data Secret", func() error {
+		err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: userdata.SecretName(machine)}, &corev1.Secret{})
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err))
+	})
+}
+
+// waitVMReason waits for Scheduled=False and Ready=False with reason and msg.
+func (s *suite) waitVMReason(ctx context.Context, t *testing.T, ns, name, reason, msg string) {
+	t.Helper()
+	s.waitVM(ctx, t, ns, name, reason+": "+msg, func(vm *banlieuev1.VirtualMachine) bool {
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && c.Message == msg &&
+			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, reason)
+	})
 }
 
 func (s *suite) testManualMigration(ctx context.Context, t *testing.T) {

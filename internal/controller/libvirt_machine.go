@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
@@ -22,7 +23,13 @@ var libvirtKind = infraKind{
 	newList:    func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
 	build:      func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
 	view:       func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
-	providerOf: func(o client.Object) string { return o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name },
+	providerOf: func(o client.Object) types.NamespacedName { return o.(*infrav1.LibvirtMachine).ProviderKey() },
+	userDataSecretOf: func(o client.Object) string {
+		if ref := o.(*infrav1.LibvirtMachine).Spec.UserDataSecretRef; ref != nil {
+			return ref.Name
+		}
+		return ""
+	},
 }
 
 // buildLibvirtMachine is the LibvirtMachine of a scheduled VM (docs/guides/libvirt-provider.md, "7. Run a VM"). spec.providerID
@@ -69,11 +76,16 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	if err != nil {
 		return nil, err
 	}
+	var userDataRef *banlieuev1.LocalObjectReference
+	var userDataHash string
+	if in.UserData != nil {
+		userDataRef, userDataHash = &banlieuev1.LocalObjectReference{Name: in.UserData.Name}, in.UserData.Hash
+	}
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: machineMeta(vm),
 		Spec: infrav1.LibvirtMachineSpec{
 			FailureDomain:     d.FailureDomain.Name,
-			ProviderRef:       banlieuev1.LocalObjectReference{Name: d.Provider.Name},
+			ProviderRef:       infrav1.ProviderReference{Name: d.Provider.Name, Namespace: d.Provider.Namespace},
 			Pool:              d.ResolvedStorage[0].BackendID,
 			DomainName:        vm.Namespace + "-" + vm.Name,
 			BootSource:        infrav1.BootSource{Kind: bootKind, Volume: volume},
@@ -83,7 +95,8 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 			TPMEnabled:        class.Spec.TPMEnabled,
 			Disks:             libvirtDisks(class.Spec.Hardware.Disks, diskOverrides),
 			Network:           nics,
-			UserData:          in.UserData,
+			UserDataSecretRef: userDataRef,
+			UserDataHash:      userDataHash,
 			DesiredPowerState: power,
 		},
 	}, nil

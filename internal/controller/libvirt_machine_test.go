@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -39,7 +40,8 @@ func guideInput(t *testing.T, mutVM func(*banlieuev1.VirtualMachine), mutClass f
 	if err != nil {
 		t.Fatalf("schedule: %v", err)
 	}
-	return buildInput{VM: vm, Class: class, Image: image, Decision: d, UserData: "#cloud-config\n"}
+	return buildInput{VM: vm, Class: class, Image: image, Decision: d,
+		UserData: &machineUserData{Name: "userdata-web-01-0123456789abcdef", Hash: strings.Repeat("a", 64)}}
 }
 
 func TestBuildLibvirtMachineGuide(t *testing.T) {
@@ -63,7 +65,7 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 	}
 	want := infrav1.LibvirtMachineSpec{
 		FailureDomain:     "libvirt-edge-host-7",
-		ProviderRef:       banlieuev1.LocalObjectReference{Name: "libvirt-edge-host-7"},
+		ProviderRef:       infrav1.ProviderReference{Name: "libvirt-edge-host-7", Namespace: "banlieue-system"},
 		Pool:              "default",
 		DomainName:        "banlieue-system-web-01",
 		BootSource:        infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "ubuntu-2404.raw"},
@@ -72,7 +74,8 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 		Firmware:          banlieuev1.FirmwareEFI,
 		Disks:             []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 20, Bus: infrav1.BusVirtio}},
 		Network:           []infrav1.LibvirtNetworkInterface{{Name: "nic0", Source: infrav1.NetworkSource{Kind: infrav1.SourceNetwork, Name: "br-prod"}}},
-		UserData:          "#cloud-config\n",
+		UserDataSecretRef: &banlieuev1.LocalObjectReference{Name: "userdata-web-01-0123456789abcdef"},
+		UserDataHash:      strings.Repeat("a", 64),
 		DesiredPowerState: banlieuev1.PoweredOn,
 	}
 	if !reflect.DeepEqual(m.Spec, want) {

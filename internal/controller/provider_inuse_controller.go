@@ -15,8 +15,9 @@ import (
 	"banlieue.io/banlieue/internal/finalizer"
 )
 
-// providerRefIndex indexes every infrastructure machine kind by the Provider it references.
-const providerRefIndex = "spec.providerRef.name"
+// providerRefIndex indexes every infrastructure machine kind by the Provider it references, as
+// namespace/name: a machine may reference a Provider shared from another namespace.
+const providerRefIndex = "spec.providerRef"
 
 // providerInUseReconciler adds and removes banlieuev1.FinalizerProviderInUse.
 type providerInUseReconciler struct {
@@ -31,13 +32,14 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.client.Get(ctx, req.NamespacedName, &p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	inUse, err := referenced(ctx, r.client, &p, client.MatchingFields{providerRefIndex: p.Name})
+	inUse, err := referenced(ctx, r.client, &p, client.MatchingFields{providerRefIndex: client.ObjectKeyFromObject(&p).String()})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	has := controllerutil.ContainsFinalizer(&p, banlieuev1.FinalizerProviderInUse)
 	if !inUse && has {
-		// The API server cannot select on spec fields, so the uncached check lists the namespace.
+		// The API server cannot select on spec fields, so the uncached check lists every
+		// namespace: a shared Provider's machines live in the namespaces it admits.
 		if inUse, err = referenced(ctx, r.apiReader, &p); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -56,11 +58,12 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{}, nil
 }
 
-// referenced reports whether a machine of any infrastructure kind in p's namespace references p.
+// referenced reports whether a machine of any infrastructure kind, in any namespace, references p.
 func referenced(ctx context.Context, reader client.Reader, p *banlieuev1.Provider, opts ...client.ListOption) (bool, error) {
+	key := client.ObjectKeyFromObject(p)
 	for _, k := range allInfraKinds() {
 		list := k.newList()
-		if err := reader.List(ctx, list, append(opts, client.InNamespace(p.Namespace))...); err != nil {
+		if err := reader.List(ctx, list, opts...); err != nil {
 			return false, fmt.Errorf("listing %ss of Provider %s/%s: %w", k.GVK.Kind, p.Namespace, p.Name, err)
 		}
 		machines, err := meta.ExtractList(list)
@@ -68,7 +71,7 @@ func referenced(ctx context.Context, reader client.Reader, p *banlieuev1.Provide
 			return false, fmt.Errorf("reading the %s list: %w", k.GVK.Kind, err)
 		}
 		for _, m := range machines {
-			if k.providerOf(m.(client.Object)) == p.Name {
+			if k.providerOf(m.(client.Object)) == key {
 				return true, nil
 			}
 		}
@@ -80,6 +83,6 @@ func referenced(ctx context.Context, reader client.Reader, p *banlieuev1.Provide
 // the old and the new reference are enqueued.
 func providerOfMachine(k infraKind) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: k.providerOf(o)}}}
+		return []reconcile.Request{{NamespacedName: k.providerOf(o)}}
 	}
 }

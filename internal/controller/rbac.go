@@ -4,8 +4,10 @@
 package controller
 
 // The rules below generate config/rbac/controller/role.yaml (ClusterRole banlieue-controller).
-// Secrets and ConfigMaps are read for VirtualMachine userData only. Providers are patched only
-// to add and remove the banlieue.io/provider-in-use finalizer.
+// Secrets and ConfigMaps are read for VirtualMachine userData only, by name (never listed or
+// watched). Secrets are also created, patched (server-side apply) and deleted: the per-machine
+// user-data Secrets (internal/userdata), never a user's. Providers are patched only to add and
+// remove the banlieue.io/provider-in-use finalizer.
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines;virtualmachinepools;virtualmachineclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
@@ -15,7 +17,11 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
+//
+// Namespaces are read for their labels, which shared Providers' allowedNamespaces select on.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
 //

@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/tenancy"
 )
 
 // Failure domain features the scheduler checks by name.
@@ -23,8 +25,11 @@ type scheduleInput struct {
 	VM    *banlieuev1.VirtualMachine
 	Class *banlieuev1.VMClass
 	Image *banlieuev1.VMImage
-	// Providers are the candidates: the Providers of the VM's namespace.
+	// Providers are the candidates: the Providers of the VM's namespace and of any namespace
+	// whose allowedNamespaces might admit it; schedule keeps those that do.
 	Providers []banlieuev1.Provider
+	// NamespaceLabels are the labels of the VM's namespace, for allowedNamespaces selectors.
+	NamespaceLabels map[string]string
 	// Siblings are the VMs of the VM's namespace, the VM itself included or not.
 	Siblings []banlieuev1.VirtualMachine
 }
@@ -40,11 +45,12 @@ type decision struct {
 // placement is the decision as status.scheduled records it, without the time.
 func (d decision) placement() banlieuev1.ScheduledPlacement {
 	return banlieuev1.ScheduledPlacement{
-		ProviderName:     d.Provider.Name,
-		ProviderClass:    d.Provider.Spec.ProviderClassRef.Name,
-		FailureDomain:    d.FailureDomain.Name,
-		ResolvedStorage:  d.ResolvedStorage,
-		ResolvedNetworks: d.ResolvedNetworks,
+		ProviderName:      d.Provider.Name,
+		ProviderNamespace: d.Provider.Namespace,
+		ProviderClass:     d.Provider.Spec.ProviderClassRef.Name,
+		FailureDomain:     d.FailureDomain.Name,
+		ResolvedStorage:   d.ResolvedStorage,
+		ResolvedNetworks:  d.ResolvedNetworks,
 	}
 }
 
@@ -79,17 +85,36 @@ func schedule(in scheduleInput) (decision, error) {
 		placement = *in.VM.Spec.Placement
 	}
 
-	providers := sortedProviders(in.Providers)
-	var matched []*banlieuev1.Provider
+	providers := sortedProviders(in.VM.Namespace, in.Providers)
+	var (
+		selected, matched []*banlieuev1.Provider
+		refusals          rejectReasons
+		own               int
+	)
 	for _, p := range providers {
+		if p.Namespace == in.VM.Namespace {
+			own++
+		}
 		if matches(placement.ProviderSelector, p.Labels) {
-			matched = append(matched, p)
+			selected = append(selected, p)
 		}
 	}
-	if len(matched) == 0 {
+	for _, p := range selected {
+		if ok, rule := tenancy.AdmitsNamespace(p, in.VM.Namespace, in.NamespaceLabels); !ok {
+			refusals.add(fmt.Sprintf("Provider %s/%s refuses namespace %s: %s", p.Namespace, p.Name, in.VM.Namespace, rule))
+			continue
+		}
+		matched = append(matched, p)
+	}
+	switch {
+	case len(selected) == 0:
 		return decision{}, &scheduleError{banlieuev1.ReasonNoProviderMatched, fmt.Sprintf(
-			"no Provider in namespace %s matches the providerSelector (%d Provider(s) in the namespace)",
-			in.VM.Namespace, len(in.Providers))}
+			"no Provider in namespace %s, nor shared with it, matches the providerSelector (%d Provider(s) in the namespace)",
+			in.VM.Namespace, own)}
+	case len(matched) == 0:
+		return decision{}, &scheduleError{banlieuev1.ReasonNamespaceNotAllowed, fmt.Sprintf(
+			"every Provider matching the providerSelector is in another namespace and does not admit namespace %s: %s",
+			in.VM.Namespace, refusals)}
 	}
 
 	var (
@@ -101,17 +126,17 @@ func schedule(in scheduleInput) (decision, error) {
 	)
 	for _, p := range matched {
 		if row := imageRow(in.Image, p); row == nil || !row.Ready {
-			reasons.add(fmt.Sprintf("provider %s: %s", p.Name, imageNotReadyDetail(in.Image, row)))
+			reasons.add(fmt.Sprintf("provider %s: %s", providerLabel(in.VM, p), imageNotReadyDetail(in.Image, row)))
 			continue
 		}
 		imageReady = true
 		if len(p.Status.FailureDomains) == 0 {
-			reasons.add(fmt.Sprintf("provider %s: publishes no failure domains", p.Name))
+			reasons.add(fmt.Sprintf("provider %s: publishes no failure domains", providerLabel(in.VM, p)))
 			continue
 		}
 		for _, fd := range sortedFailureDomains(p.Status.FailureDomains) {
 			if kind, why := rejectFailureDomain(placement.FailureDomainSelector, in.Class, fd); why != "" {
-				reasons.add(fmt.Sprintf("%s/%s: %s", p.Name, fd.Name, why))
+				reasons.add(fmt.Sprintf("%s/%s: %s", providerLabel(in.VM, p), fd.Name, why))
 				firmwareOut = firmwareOut || kind == rejectFirmware
 				tpmOut = tpmOut || kind == rejectTPM
 				continue
@@ -146,7 +171,7 @@ func schedule(in scheduleInput) (decision, error) {
 	for _, c := range survivors {
 		if rule, ok := blockedBy(placement.AntiAffinity, c.fd, siblings); ok {
 			affinity.add(fmt.Sprintf("%s/%s: a sibling matching a required anti-affinity rule is already in %s=%s",
-				c.provider.Name, c.fd.Name, rule.TopologyKey, c.fd.Labels[rule.TopologyKey]))
+				providerLabel(in.VM, c.provider), c.fd.Name, rule.TopologyKey, c.fd.Labels[rule.TopologyKey]))
 			continue
 		}
 		allowed = append(allowed, c)
@@ -156,8 +181,8 @@ func schedule(in scheduleInput) (decision, error) {
 			fmt.Sprintf("required anti-affinity left no failure domain: %s", affinity)}
 	}
 
-	// Candidates are already in (provider name, FD name) order; a stable sort on the preferred
-	// score keeps that order among equals.
+	// Candidates are already in (own namespace first, provider name, namespace, FD name)
+	// order; a stable sort on the preferred score keeps that order among equals.
 	slices.SortStableFunc(allowed, func(a, b candidate) int {
 		return preferredScore(placement.AntiAffinity, a.fd, siblings) - preferredScore(placement.AntiAffinity, b.fd, siblings)
 	})
@@ -333,13 +358,35 @@ func firstTarget(target map[string]string, fallback string) string {
 	return target[keys[0]]
 }
 
-func sortedProviders(in []banlieuev1.Provider) []*banlieuev1.Provider {
+// sortedProviders orders the candidates: the VM's own namespace first (a team's own host
+// before a shared one), then by name, then by namespace.
+func sortedProviders(vmNamespace string, in []banlieuev1.Provider) []*banlieuev1.Provider {
 	out := make([]*banlieuev1.Provider, 0, len(in))
 	for i := range in {
 		out = append(out, &in[i])
 	}
-	slices.SortFunc(out, func(a, b *banlieuev1.Provider) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *banlieuev1.Provider) int {
+		return cmp.Or(
+			-cmp.Compare(boolRank(a.Namespace == vmNamespace), boolRank(b.Namespace == vmNamespace)),
+			strings.Compare(a.Name, b.Name),
+			strings.Compare(a.Namespace, b.Namespace))
+	})
 	return out
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// providerLabel names p in a message: by name in the VM's namespace, namespace/name elsewhere.
+func providerLabel(vm *banlieuev1.VirtualMachine, p *banlieuev1.Provider) string {
+	if p.Namespace == vm.Namespace {
+		return p.Name
+	}
+	return p.Namespace + "/" + p.Name
 }
 
 func sortedFailureDomains(in []banlieuev1.FailureDomain) []banlieuev1.FailureDomain {

@@ -371,7 +371,7 @@ func TestScheduleResolvesMappings(t *testing.T) {
 	if !reflect.DeepEqual(d.ResolvedNetworks, wantNetworks) {
 		t.Errorf("networks = %+v, want %+v", d.ResolvedNetworks, wantNetworks)
 	}
-	want := banlieuev1.ScheduledPlacement{ProviderName: "a", ProviderClass: "libvirt", FailureDomain: "a", ResolvedStorage: wantStorage, ResolvedNetworks: wantNetworks}
+	want := banlieuev1.ScheduledPlacement{ProviderName: "a", ProviderNamespace: testNS, ProviderClass: "libvirt", FailureDomain: "a", ResolvedStorage: wantStorage, ResolvedNetworks: wantNetworks}
 	if got := d.placement(); !reflect.DeepEqual(got, want) {
 		t.Errorf("placement = %+v, want %+v", got, want)
 	}

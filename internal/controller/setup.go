@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,8 @@ const (
 // Options configure the controller role.
 type Options struct {
 	// Namespace limits VirtualMachines, Providers and machines to one namespace; empty means
-	// every namespace. VMImages and VMClasses are cluster-scoped and always watched.
+	// every namespace. VMImages, VMClasses and Namespaces are cluster-scoped and always watched,
+	// and so are Providers shared from other namespaces (CacheByObject).
 	Namespace string
 }
 
@@ -55,7 +57,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	for _, k := range allInfraKinds() {
 		if err := indexer.IndexField(ctx, k.newObject(), providerRefIndex, func(o client.Object) []string {
-			return []string{k.providerOf(o)}
+			return []string{k.providerOf(o).String()}
 		}); err != nil {
 			return fmt.Errorf("indexing %s by %s: %w", k.GVK.Kind, providerRefIndex, err)
 		}
@@ -70,7 +72,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&banlieuev1.VirtualMachine{}, inScope).
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(imageRefIndex))).
 		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(classRefIndex))).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.inNamespace), inScope).
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.byProvider)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(vms.byNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
@@ -117,12 +121,6 @@ func (m *vmMapper) byIndex(index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		return m.list(ctx, client.MatchingFields{index: o.GetName()}, client.InNamespace(m.namespace))
 	}
-}
-
-// inNamespace maps a Provider to every VM of its namespace: any of them may now fit (or no
-// longer fit) on it.
-func (m *vmMapper) inNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return m.list(ctx, client.InNamespace(o.GetNamespace()))
 }
 
 func (m *vmMapper) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

@@ -13,9 +13,17 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
+// refusal is user-data the VM may not have, with the reason its conditions carry.
+type refusal struct {
+	Reason, Message string
+}
+
+func (r *refusal) Error() string { return r.Message }
+
 // readUserData reads the raw user-data of vm, "" when it has none. Every error names the field
-// and the object, since the VM surfaces it as InfraBuildFailed for the user to fix. reader must
-// be uncached: the controller may only get Secrets and ConfigMaps, never list or watch them.
+// and the object, since the VM surfaces it for the user to fix: a *refusal with its own reason,
+// anything else as InfraBuildFailed. reader must be uncached: the controller may only get
+// Secrets and ConfigMaps, never list or watch them.
 func readUserData(ctx context.Context, reader client.Reader, vm *banlieuev1.VirtualMachine) (string, error) {
 	src := vm.Spec.UserData
 	if src == nil {
@@ -35,6 +43,14 @@ func readSecretKey(ctx context.Context, reader client.Reader, ns string, sel ban
 	var s corev1.Secret
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: sel.Name}, &s); err != nil {
 		return "", sourceError(err, "Secret", ns, sel.Name)
+	}
+	// Whoever may create a VM could otherwise have any Secret of the namespace copied into a
+	// guest they log into, without the right to read it: the Secret's owner opts in. A
+	// ConfigMap needs no opt-in, since that same user may read it (namespace edit and view).
+	if s.Labels[banlieuev1.LabelUserData] != "true" {
+		return "", &refusal{Reason: banlieuev1.ReasonUserDataNotOptedIn, Message: fmt.Sprintf(
+			"spec.userData.secretRef: Secret %s/%s does not carry the label %s: \"true\", so it is not copied into the guest; label it to opt in",
+			ns, sel.Name, banlieuev1.LabelUserData)}
 	}
 	v, ok := s.Data[key]
 	if !ok {

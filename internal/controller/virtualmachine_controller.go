@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,11 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	status := vm.Status.DeepCopy()
 	status.ObservedGeneration = vm.Generation
+	if status.Scheduled != nil && status.Scheduled.ProviderNamespace == "" {
+		// Recorded before providerNamespace existed, when every placement was in the VM's own
+		// namespace: saying so is no move, and the next status write records it.
+		status.Scheduled.ProviderNamespace = vm.Namespace
+	}
 	requeue, err := r.reconcileNormal(ctx, &vm, status)
 	switch {
 	case errors.Is(err, errStaleRead):
@@ -79,7 +85,10 @@ type vmInputs struct {
 	class     banlieuev1.VMClass
 	image     banlieuev1.VMImage
 	providers []banlieuev1.Provider
-	siblings  []banlieuev1.VirtualMachine
+	// nsLabels are the labels of the VM's namespace, which shared Providers' allowedNamespaces
+	// select on.
+	nsLabels map[string]string
+	siblings []banlieuev1.VirtualMachine
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
@@ -98,7 +107,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		return 0, reconcile.TerminalError(errors.New(msg))
 	}
 
-	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers, Siblings: in.siblings})
+	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
+		NamespaceLabels: in.nsLabels, Siblings: in.siblings})
 	if err != nil {
 		var se *scheduleError
 		if !errors.As(err, &se) {
@@ -138,8 +148,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	if err != nil {
 		return 0, err
 	}
-	if refused != "" {
-		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, refused, banlieuev1.ReasonInfraBuildFailed)
+	if refused != nil {
+		notScheduled(vm, status, refused.Reason, refused.Message, refused.Reason)
 		return app.ErrorRetry, nil
 	}
 
@@ -153,7 +163,8 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	return app.RequeueDefault, nil
 }
 
-// readInputs reads the VM's class, image, the Providers it may go to and its siblings.
+// readInputs reads the VM's class, image, the Providers it may go to (its namespace's and the
+// shared ones elsewhere), its namespace's labels and its siblings.
 func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev1.VirtualMachine) (vmInputs, error) {
 	var in vmInputs
 	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Spec.ClassRef.Name}, &in.class); err != nil {
@@ -163,14 +174,20 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 		return in, fmt.Errorf("getting VMImage %s: %w", vm.Spec.ImageRef.Name, err)
 	}
 	var providers banlieuev1.ProviderList
-	if err := r.client.List(ctx, &providers, client.InNamespace(vm.Namespace)); err != nil {
+	if err := r.client.List(ctx, &providers); err != nil {
 		return in, fmt.Errorf("listing Providers: %w", err)
 	}
+	in.providers = candidateProviders(vm.Namespace, providers.Items)
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, client.ObjectKey{Name: vm.Namespace}, &ns); err != nil {
+		return in, fmt.Errorf("getting Namespace %s: %w", vm.Namespace, err)
+	}
+	in.nsLabels = ns.Labels
 	var siblings banlieuev1.VirtualMachineList
 	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
 		return in, fmt.Errorf("listing VirtualMachines: %w", err)
 	}
-	in.providers, in.siblings = providers.Items, siblings.Items
+	in.siblings = siblings.Items
 	return in, nil
 }
 
@@ -198,34 +215,60 @@ func (r *virtualMachineReconciler) confirmFresh(ctx context.Context, vm *banlieu
 	return nil
 }
 
-// applyMachine renders the user-data, builds the VM's machine and applies it. A refusal the
-// user must fix (unreadable or oversized user-data, a machine the build or the API server
-// rejects) comes back as refused, for InfraBuildFailed; err is for what a retry may cure.
-func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraKind, in buildInput) (machine client.Object, refused string, err error) {
+// applyMachine renders the user-data, builds the VM's machine and applies it, then its
+// per-machine user-data Secret (which needs the machine's UID for its owner reference). A
+// refusal the user must fix (unreadable, not opted-in or oversized user-data, a machine the
+// build or the API server rejects) comes back as refused, with its reason; err is for what a
+// retry may cure.
+func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraKind, in buildInput) (machine client.Object, refused *refusal, err error) {
 	vm := in.VM
 	raw, err := readUserData(ctx, r.apiReader, vm)
-	if err != nil {
-		return nil, err.Error(), nil
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		return nil, rf, nil
+	} else if err != nil {
+		return nil, buildRefusal(err.Error()), nil
 	}
-	in.UserData = renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
-	if n := len(in.UserData); n > nocloud.MaxPayloadSize {
+	rendered := renderUserData(raw, vm.Name, vm.Spec.NetworkOverrides)
+	if n := len(rendered); n > nocloud.MaxPayloadSize {
 		// Refused here, before any machine exists: the seed could never carry it.
-		return nil, fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
-			n, nocloud.MaxPayloadSize), nil
+		return nil, buildRefusal(fmt.Sprintf("invalid spec.userData: the rendered user-data is %d bytes, more than the %d-byte NoCloud seed maximum",
+			n, nocloud.MaxPayloadSize)), nil
+	}
+	if vm.Spec.UserData != nil {
+		var rf *refusal
+		if in.UserData, rf, err = prepareUserData(ctx, r.apiReader, kind.GVK.Kind, vm.Namespace, vm.Name, rendered); err != nil || rf != nil {
+			return nil, rf, err
+		}
 	}
 	machine, err = kind.build(in)
 	if err != nil {
-		return nil, err.Error(), nil
+		return nil, buildRefusal(err.Error()), nil
 	}
 	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
 		// The API server refusing the machine (a name too long for domainName, say) is a build
 		// failure the user must fix, not a transient error.
 		if apierrors.IsInvalid(err) {
-			return nil, err.Error(), nil
+			return nil, buildRefusal(err.Error()), nil
 		}
-		return nil, "", fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+		return nil, nil, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 	}
-	return machine, "", nil
+	switch {
+	case in.UserData != nil:
+		if err := applyUserDataSecret(ctx, r.client, machine, kind.GVK.GroupVersion().String(), kind.GVK.Kind, in.UserData); err != nil {
+			return nil, nil, err
+		}
+	case in.Existing != nil && kind.userDataSecretOf(in.Existing) != "":
+		// The VM's user-data was removed: its copy goes too, rather than wait for the machine.
+		if err := deleteUserDataSecret(ctx, r.client, r.apiReader, kind.GVK.Kind, vm.Namespace, vm.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	return machine, nil, nil
+}
+
+// buildRefusal is a refusal reported as InfraBuildFailed.
+func buildRefusal(msg string) *refusal {
+	return &refusal{Reason: banlieuev1.ReasonInfraBuildFailed, Message: msg}
 }
 
 // drifted handles a placement that no longer matches the existing machine (docs/guides/libvirt-provider.md, "7. Run a VM").

@@ -3,16 +3,18 @@
 package imagebuilder
 
 // The rules below generate config/rbac/imagebuilder/role.yaml: ClusterRole banlieue-imagebuilder
-// and, for the build Secrets, Role banlieue-imagebuilder in the build namespace only: a
-// cluster-wide grant on Secrets would reach every credential of the cluster. Create and patch
-// (server-side apply) are all it needs: it never reads a Secret back, and the garbage collector
-// deletes a build Secret with its VMImage.
+// for what is cluster-scoped or lives where it cannot be named in advance (VMImages, and events,
+// which are recorded for cluster-scoped VMImages), and Role banlieue-imagebuilder for everything
+// in the build namespace: the build Jobs, their pods (read uncached for a termination message)
+// and the build Secrets. A cluster-wide grant on Jobs would let a compromised imagebuilder run a
+// pod as any ServiceAccount of any namespace; one on Secrets would reach every credential of the
+// cluster. Create and patch (server-side apply) are all it needs on Secrets: it never reads one
+// back, and the garbage collector deletes a build Secret with its VMImage.
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
+// +kubebuilder:rbac:groups=batch,namespace=banlieue-imagebuild,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=secrets,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch

@@ -81,15 +81,18 @@ func container(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workload
 }
 
 // providerArgs run `banlieue provider <backend>` for this one Provider. The lease lives next to
-// the Deployment and is named after it so each instance elects its own leader.
+// the Deployment and is named after it so each instance elects its own leader. The import
+// Jobs run as the Provider's own import account, which the operator creates with the workload.
 func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workloadNs string, opts Options) []string {
+	name := workloadName(class.Name, p.Namespace, p.Name)
 	args := []string{
 		"provider", class.Spec.Backend,
 		"--provider-name", p.Name,
 		"--namespace", p.Namespace,
-		"--leader-election-id", workloadName(class.Name, p.Namespace, p.Name),
+		"--leader-election-id", name,
 		"--leader-election-namespace", workloadNs,
 		"--import-image", imageRef(class.Spec.Image),
+		"--import-service-account", importName(name),
 	}
 	for _, t := range opts.BuildTolerations {
 		args = append(args, "--build-toleration", FormatToleration(t))

@@ -21,8 +21,10 @@ func workloadName(class, providerNamespace, provider string) string {
 	return naming.Unique("banlieue-provider-"+class+"-"+provider, class, providerNamespace, provider)
 }
 
-// importName names the Role and RoleBinding granted to the import Jobs. Role names allow 253
-// characters, so the suffix goes after the 63-character workload name.
+// importName names the Provider's import ServiceAccount, in the build namespace, and the Role
+// and RoleBinding that grant it this Provider's credentials. ServiceAccount and Role names allow
+// 253 characters, so the suffix goes after the 63-character workload name, and the account is as
+// collision-free as the workload name it extends.
 func importName(workload string) string {
 	return workload + "-import"
 }

@@ -28,8 +28,9 @@ type Options struct {
 	// WatchNamespace limits the Provider watch to one namespace; empty watches all of them. The
 	// limit is enforced by the manager's cache, see CacheOptions.
 	WatchNamespace string
-	// BuildNamespace holds the import Jobs; their ServiceAccount there is granted read access to
-	// each Provider (default banlieue-imagebuild).
+	// BuildNamespace holds the import Jobs, each Provider's import ServiceAccount, which is
+	// granted read access to that Provider alone, and the provider accounts' admission params ConfigMap
+	// (default banlieue-imagebuild).
 	BuildNamespace string
 	// BuildNodeSelector is accepted for symmetry with the imagebuilder but not forwarded: the
 	// libvirt provider has no node-selector flag for import Jobs, on purpose (docs/operations.md, "Role-specific flags").

@@ -58,7 +58,15 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
 	}
 
-	w := desiredWorkload(&p, &class, r.opts)
+	// The admission params first: the provider's import Jobs are refused until its entry exists.
+	if err := r.applyProviderAccounts(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	userDataSecrets, err := machineUserDataSecrets(ctx, r.client, &p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	w := desiredWorkload(&p, &class, r.opts, userDataSecrets)
 	for _, obj := range w.objects() {
 		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
@@ -91,6 +99,9 @@ func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider
 		return nil
 	}
 	if _, err := r.deleteWorkload(ctx, p, nil); err != nil {
+		return err
+	}
+	if err := r.applyProviderAccounts(ctx); err != nil {
 		return err
 	}
 	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")

@@ -27,9 +27,18 @@ package operator
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
 //
+// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's Role
+// grants (userdata.go); the operator never writes them.
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
+//
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+//
+// The provider accounts' admission params (provideraccounts.go), a Role in the build namespace: create cannot be
+// restricted by name, patch is, to that one ConfigMap.
+// +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",namespace=banlieue-imagebuild,resources=configmaps,verbs=patch,resourceNames=banlieue-provider-accounts
 //
 // Its own events and leader lease, also granted to each provider.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 )
@@ -33,6 +34,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing providers by class: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.LibvirtMachine{}, machineProviderIndex, func(o client.Object) []string {
+		return []string{o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing libvirt machines by provider: %w", err)
+	}
 	recorder := mgr.GetEventRecorder("banlieue-operator")
 
 	providers := &providerReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: recorder, opts: opts}
@@ -47,6 +53,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// carry no owner reference.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(providerOfWorkload)).
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
+		// A machine that gains or loses user-data changes its Provider's Role (machineUserDataSecrets).
+		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(userDataRefChanged)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("operator-provider", providers)); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)

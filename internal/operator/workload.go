@@ -11,12 +11,13 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// importServiceAccount is the ServiceAccount import Jobs run as, in the build namespace.
-const importServiceAccount = "banlieue-import"
-
 // workload is every object of one Provider's workload, as it is applied.
 type workload struct {
-	serviceAccount     *corev1ac.ServiceAccountApplyConfiguration
+	serviceAccount *corev1ac.ServiceAccountApplyConfiguration
+	// importAccount is the Provider's own import Job identity, in the build namespace: one per
+	// Provider, so an import pod can read this Provider's credentials and no other's
+	// (docs/security.md, "Import Jobs: one account per Provider, pinned at admission").
+	importAccount      *corev1ac.ServiceAccountApplyConfiguration
 	role               *rbacv1ac.RoleApplyConfiguration
 	roleBinding        *rbacv1ac.RoleBindingApplyConfiguration
 	importRole         *rbacv1ac.RoleApplyConfiguration
@@ -44,8 +45,9 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 	return p.Namespace
 }
 
-// desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
-func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options) workload {
+// desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it");
+// userDataSecrets are the user-data Secrets of p's machines its Role lets it read.
+func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options, userDataSecrets []string) workload {
 	name := workloadName(class.Name, p.Namespace, p.Name)
 	imp, build := importName(name), buildName(name)
 	wns := workloadNamespace(p, class)
@@ -53,8 +55,9 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(wns)
 	return workload{
 		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls).WithAnnotations(ann), p, wns),
+		importAccount:  withOwner(corev1ac.ServiceAccount(imp, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace),
 		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
-			WithRules(policyRules(roleRules(p, class))...),
+			WithRules(policyRules(roleRules(p, class, userDataSecrets))...),
 		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", name)).
 			WithSubjects(sa),
@@ -62,7 +65,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 			WithRules(policyRules(importRoleRules(p))...),
 		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", imp)).
-			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(importServiceAccount).WithNamespace(opts.BuildNamespace)),
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(imp).WithNamespace(opts.BuildNamespace)),
 		// The class's additionalRules apply where the import Jobs live. Owner references cannot
 		// cross namespaces, so these are pruned and cleaned up by workloadOwner like the other
 		// cross-namespace objects.
@@ -84,7 +87,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 // objects are the workload's objects in the order docs/guides/libvirt-provider.md, "5. What the operator creates for it" applies them: identities and grants
 // before the Deployment, so its pods never start without their permissions.
 func (w workload) objects() []applyObject {
-	return []applyObject{w.serviceAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
+	return []applyObject{w.serviceAccount, w.importAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
 		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding, w.deployment}
 }
 

@@ -37,7 +37,7 @@ func TestWorkloadObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			class := libvirtClass()
 			class.Spec.WorkloadNamespace = tt.workloadNamespace
-			w := desiredWorkload(p, class, Options{BuildNamespace: "banlieue-imagebuild"})
+			w := desiredWorkload(p, class, Options{BuildNamespace: "banlieue-imagebuild"}, nil)
 
 			type meta struct {
 				kind, ns, name string
@@ -59,6 +59,7 @@ func TestWorkloadObjects(t *testing.T) {
 			}
 			want := []meta{
 				{"ServiceAccount", tt.wantNs, wl, tt.wantOwnedWorkload},
+				{"ServiceAccount", "banlieue-imagebuild", wl + "-import", false},
 				{"Role", "banlieue-system", wl, true},
 				{"RoleBinding", "banlieue-system", wl, true},
 				{"Role", "banlieue-system", wl + "-import", true},
@@ -78,7 +79,7 @@ func TestWorkloadObjects(t *testing.T) {
 				t.Errorf("RoleBinding %+v %+v", rb.Subjects, rb.RoleRef)
 			}
 			irb := decode[rbacv1.RoleBinding](t, w.importRoleBinding)
-			if !reflect.DeepEqual(irb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-import", Namespace: "banlieue-imagebuild"}}) ||
+			if !reflect.DeepEqual(irb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: wl + "-import", Namespace: "banlieue-imagebuild"}}) ||
 				irb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-import"}) {
 				t.Errorf("import RoleBinding %+v %+v", irb.Subjects, irb.RoleRef)
 			}
@@ -94,7 +95,7 @@ func TestWorkloadObjects(t *testing.T) {
 				crb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "banlieue-provider-libvirt"}) {
 				t.Errorf("ClusterRoleBinding %+v %+v", crb.Subjects, crb.RoleRef)
 			}
-			if len(keepSet(w)) != 9 {
+			if len(keepSet(w)) != 10 {
 				t.Errorf("keep set %v", keepSet(w))
 			}
 		})

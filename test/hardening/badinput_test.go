@@ -1,6 +1,7 @@
 package hardening
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -29,6 +30,10 @@ type badRow struct {
 	// secret, when set, is the userData Secret created first (nil: none, the reference dangles).
 	secret    map[string][]byte
 	secretRef *banlieuev1.KeySelector
+	// notOptedIn leaves the Secret without the label banlieue.io/user-data: "true".
+	notOptedIn bool
+	// reason is the controller's refusal reason; "" is InfraBuildFailed.
+	reason string
 	// byProvider: the LibvirtMachine exists and the provider reports on its Ready; else the
 	// controller refuses to build one (VM Ready/Scheduled InfraBuildFailed, no LibvirtMachine).
 	byProvider bool
@@ -69,6 +74,11 @@ func TestBadInput(t *testing.T) {
 			secret:    map[string][]byte{"other": []byte("#cloud-config\n")},
 			secretRef: &banlieuev1.KeySelector{Name: "ud-nokey"},
 			want:      []string{"spec.userData.secretRef", `key "user-data" not found in Secret ` + s.ns + "/ud-nokey"}},
+		{name: "userData Secret not opted in", vmName: "ud-optout",
+			secret:     map[string][]byte{"user-data": []byte("#cloud-config\n")},
+			secretRef:  &banlieuev1.KeySelector{Name: "ud-optout"},
+			notOptedIn: true, reason: banlieuev1.ReasonUserDataNotOptedIn,
+			want: []string{"spec.userData.secretRef", "Secret " + s.ns + "/ud-optout", banlieuev1.LabelUserData}},
 		{name: "userData not UTF-8", vmName: "ud-binary",
 			secret:    map[string][]byte{"user-data": {'#', 0xff, 0xfe, 0x00, 0xc3}},
 			secretRef: &banlieuev1.KeySelector{Name: "ud-binary"},
@@ -106,7 +116,11 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 		ns = s.ns
 	}
 	if r.secret != nil {
-		if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.secretRef.Name, Namespace: ns}, Data: r.secret}); err != nil {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.secretRef.Name, Namespace: ns}, Data: r.secret}
+		if !r.notOptedIn {
+			secret.Labels = map[string]string{banlieuev1.LabelUserData: "true"}
+		}
+		if err := s.c.Create(ctx, secret); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,21 +155,22 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 	}
 	if !r.byProvider {
 		var msg string
-		testenv.Eventually(t, 30*time.Second, "VM refused with InfraBuildFailed", func() error {
+		reason := cmp.Or(r.reason, banlieuev1.ReasonInfraBuildFailed)
+		testenv.Eventually(t, 30*time.Second, "VM refused with "+reason, func() error {
 			got, err := s.getVM(ctx, vm)
 			if err != nil {
 				return testenv.Unmet(false, err.Error())
 			}
 			sc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionScheduled)
 			rc := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
-			ok := sc != nil && rc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == banlieuev1.ReasonInfraBuildFailed &&
-				rc.Status == metav1.ConditionFalse && rc.Reason == banlieuev1.ReasonInfraBuildFailed
+			ok := sc != nil && rc != nil && sc.Status == metav1.ConditionFalse && sc.Reason == reason &&
+				rc.Status == metav1.ConditionFalse && rc.Reason == reason
 			if ok {
 				msg = rc.Message
 			}
 			return testenv.Unmet(ok, condition(got.Status.Conditions, "Scheduled")+"; "+condition(got.Status.Conditions, "Ready"))
 		})
-		t.Logf("Ready=False %s: %s", banlieuev1.ReasonInfraBuildFailed, clip(msg))
+		t.Logf("Ready=False %s: %s", reason, clip(msg))
 		checkMessage(t, msg, r.want)
 		time.Sleep(time.Second) // a machine applied late would show up by now
 		if _, err := s.getMachine(ctx, vm); !apierrors.IsNotFound(err) {

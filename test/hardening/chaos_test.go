@@ -768,7 +768,7 @@ func (p *providerProcess) start(t *testing.T) {
 	p.starts++
 	// p.out is a testenv.Buffer, in memory: its writes never fail.
 	_, _ = fmt.Fprintf(p.out, "=== start %d at %s ===\n", p.starts, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.bin, "provider", "libvirt", "--provider-name", labProvider, "--namespace", p.ns,
+	cmd := exec.Command(p.bin, "provider", "libvirt", "--provider-name", labProvider, "--import-service-account", labProvider+"-import", "--namespace", p.ns,
 		"--leader-election-namespace", p.ns, "--leader-election-id", chaosLease,
 		"--kubeconfig", p.kubeconfig, "--health-port", p.healthPort, "--metrics-port", p.metricsPort)
 	cmd.Stdout, cmd.Stderr = p.out, p.out

@@ -260,7 +260,7 @@ func TestFaultLibvirtdIdle(t *testing.T) {
 
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
-	provider := startRole(t, bin, kubeconfig, "provider", "provider", "libvirt", "--provider-name", idleProvider)
+	provider := startRole(t, bin, kubeconfig, "provider", "provider", "libvirt", "--provider-name", idleProvider, "--import-service-account", idleProvider+"-import")
 	controller := startRole(t, bin, kubeconfig, "controller", "controller")
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -170,8 +170,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}))
 
 	procs := []*proc{
-		startRole(t, bin, kubeconfig, "provider edge-a", "provider", "libvirt", "--provider-name", "edge-a"),
-		startRole(t, bin, kubeconfig, "provider broken", "provider", "libvirt", "--provider-name", "broken"),
+		startRole(t, bin, kubeconfig, "provider edge-a", "provider", "libvirt", "--provider-name", "edge-a", "--import-service-account", "edge-a-import"),
+		startRole(t, bin, kubeconfig, "provider broken", "provider", "libvirt", "--provider-name", "broken", "--import-service-account", "broken-import"),
 		startRole(t, bin, kubeconfig, "controller", "controller"),
 	}
 

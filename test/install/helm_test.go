@@ -223,6 +223,9 @@ func TestChartCopiesInSync(t *testing.T) {
 	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
 		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
 	}
+	for _, f := range []string{"provider-accounts.yaml", "import-jobs.yaml", "provider-writes.yaml"} {
+		pairs[filepath.Join(chartDir(), "files", "admission", f)] = filepath.Join(root, "config", "admission", f)
+	}
 	stale := 0
 	for dst, src := range pairs {
 		want, err := os.ReadFile(src)
@@ -240,7 +243,8 @@ func TestChartCopiesInSync(t *testing.T) {
 	if stale > 0 {
 		t.Log(`refresh them with:
   cp config/crd/bases/*.yaml charts/banlieue/crds/
-  for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done`)
+  for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done
+  cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/`)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -216,7 +217,14 @@ func TestInstall(t *testing.T) {
 					Containers: []corev1.Container{{Name: "c", Image: image}}},
 			}
 		}
-		for ns, sa := range map[string]string{systemNS: "banlieue-controller", buildNS: "banlieue-import"} {
+		// The install ships no account in the build namespace (each Provider's import account is
+		// the operator's), so the control runs as one made for it.
+		probe := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bare-probe", Namespace: buildNS}}
+		if err := admin.Create(ctx, probe); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = admin.Delete(ctx, probe) }() // best effort: the namespace goes at uninstall
+		for ns, sa := range map[string]string{systemNS: "banlieue-controller", buildNS: probe.Name} {
 			err := admin.Create(ctx, bare(ns, sa), client.DryRunAll)
 			if err == nil || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
 				t.Errorf("bare pod in %s: want a restricted PodSecurity refusal, got %v", ns, err)
@@ -226,7 +234,7 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("service accounts and bindings", func(t *testing.T) {
-		sas := map[string]string{"banlieue-import": buildNS}
+		sas := map[string]string{}
 		for _, role := range roles {
 			sas["banlieue-"+role] = systemNS
 		}
@@ -247,7 +255,8 @@ func TestInstall(t *testing.T) {
 			}
 		}
 		// The shared provider ClusterRole is installed but bound only by the operator, per
-		// Provider; and the import SA holds no cluster-wide grant at all.
+		// Provider; and nothing installed grants an account of the build namespace, where only the
+		// operator's per-Provider import accounts live.
 		var providerRole rbacv1.ClusterRole
 		allowed(t, "ClusterRole banlieue-provider-libvirt", c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole))
 		var crbs rbacv1.ClusterRoleBindingList
@@ -263,8 +272,8 @@ func TestInstall(t *testing.T) {
 				t.Errorf("%s %s binds banlieue-provider-libvirt; only the operator may", kind, name)
 			}
 			for _, s := range subjects {
-				if s.Kind == "ServiceAccount" && s.Name == "banlieue-import" {
-					t.Errorf("%s %s grants banlieue-import; only the operator's per-Provider RoleBinding may", kind, name)
+				if s.Kind == "ServiceAccount" && s.Namespace == buildNS {
+					t.Errorf("%s %s grants %s/%s; only the operator's per-Provider RoleBinding may", kind, name, s.Namespace, s.Name)
 				}
 			}
 		}
@@ -344,6 +353,12 @@ func TestInstall(t *testing.T) {
 		allowed(t, "controller creates a LibvirtMachine", ctrl.Create(ctx, libvirtMachine(t)))
 		forbidden(t, "controller creates a Deployment", ctrl.Create(ctx, deployment(tenantNS), client.DryRunAll))
 		forbidden(t, "controller lists Secrets", ctrl.List(ctx, &corev1.SecretList{}))
+		forbidden(t, "controller lists Secrets in a namespace", ctrl.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
+		// The per-machine user-data copies (ADR-0095): applied, read by name and deleted.
+		userData := corev1ac.Secret("userdata-probe", tenantNS).WithData(map[string][]byte{"user-data": []byte("#cloud-config\n")})
+		allowed(t, "controller applies a user-data Secret", ctrl.Apply(ctx, userData, client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
+		allowed(t, "controller gets a user-data Secret", ctrl.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "userdata-probe"}, &corev1.Secret{}))
+		allowed(t, "controller deletes a user-data Secret", ctrl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "userdata-probe"}}))
 		// The controller owns (controller, blockOwnerDeletion) what it creates: LibvirtMachines
 		// of VirtualMachines, and the VirtualMachines of a pool.
 		vm := &unstructured.Unstructured{Object: map[string]any{
@@ -398,6 +413,12 @@ func TestInstall(t *testing.T) {
 	t.Run("imagebuilder RBAC", func(t *testing.T) {
 		ib := c.as(t, systemNS, "banlieue-imagebuilder")
 		allowed(t, "imagebuilder creates a Job in "+buildNS, ib.Create(ctx, job(buildNS)))
+		// Its Job and pod rights are a Role in the build namespace: cluster-wide, a compromised
+		// imagebuilder could run a pod as any ServiceAccount of any namespace.
+		forbidden(t, "imagebuilder creates a Job in "+tenantNS, ib.Create(ctx, job(tenantNS), client.DryRunAll))
+		forbidden(t, "imagebuilder lists Jobs cluster-wide", ib.List(ctx, &batchv1.JobList{}))
+		allowed(t, "imagebuilder lists pods in "+buildNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(buildNS)))
+		forbidden(t, "imagebuilder lists pods in "+tenantNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(tenantNS)))
 		forbidden(t, "imagebuilder creates a Deployment", ib.Create(ctx, deployment(buildNS), client.DryRunAll))
 		// Build Secrets: written (server-side apply) in the build namespace only, never read.
 		buildSecret := func(ns string) *corev1ac.SecretApplyConfiguration {
@@ -412,12 +433,46 @@ func TestInstall(t *testing.T) {
 		forbidden(t, "imagebuilder lists Secrets cluster-wide", ib.List(ctx, &corev1.SecretList{}))
 	})
 
-	t.Run("import ServiceAccount RBAC", func(t *testing.T) {
-		imp := c.as(t, buildNS, "banlieue-import")
-		forbidden(t, "banlieue-import lists Secrets in "+buildNS, imp.List(ctx, &corev1.SecretList{}, client.InNamespace(buildNS)))
-		forbidden(t, "banlieue-import lists Secrets cluster-wide", imp.List(ctx, &corev1.SecretList{}))
-		forbidden(t, "banlieue-import gets a Provider before the operator grants it",
-			imp.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "p"}, &banlieuev1.Provider{}))
+	t.Run("admission policies on provider accounts", func(t *testing.T) {
+		// Their behaviour is TestImportJobAdmission's and TestProviderWritesAdmission's
+		// (internal/provider/libvirt/image); here: installed, bound, denying, with their params.
+		for _, name := range []string{"banlieue-import-jobs", "banlieue-provider-pods", "banlieue-provider-writes"} {
+			var policy admissionregistrationv1.ValidatingAdmissionPolicy
+			allowed(t, "ValidatingAdmissionPolicy "+name, c.admin.Get(ctx, client.ObjectKey{Name: name}, &policy))
+			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := c.admin.Get(ctx, client.ObjectKey{Name: name}, &binding); err != nil {
+				t.Errorf("ValidatingAdmissionPolicyBinding %s: %v", name, err)
+				continue
+			}
+			if binding.Spec.PolicyName != name || !slices.Equal(binding.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+				t.Errorf("binding %s: policy %q actions %v", name, binding.Spec.PolicyName, binding.Spec.ValidationActions)
+			}
+			if ref := binding.Spec.ParamRef; policy.Spec.ParamKind != nil && (ref == nil || ref.Name != "banlieue-provider-accounts" ||
+				ref.Namespace != buildNS || ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.DenyAction) {
+				t.Errorf("binding %s: paramRef %+v, want banlieue-provider-accounts in %s, denying when absent", name, ref, buildNS)
+			}
+		}
+	})
+
+	t.Run("the provider accounts' params ship empty", func(t *testing.T) {
+		// A binding's params are resolved before its match conditions: without this ConfigMap
+		// every Job in the build namespace and every status write would be refused.
+		var cm corev1.ConfigMap
+		allowed(t, "ConfigMap "+buildNS+"/banlieue-provider-accounts",
+			c.admin.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "banlieue-provider-accounts"}, &cm))
+		if len(cm.Data) != 0 {
+			t.Errorf("data %v, want none until the operator writes it", cm.Data)
+		}
+	})
+
+	t.Run("no shared import ServiceAccount", func(t *testing.T) {
+		// Before issue 16 one banlieue-import account ran every Provider's import and could read
+		// every Provider's credentials; each Provider now has its own (docs/security.md, "Import
+		// Jobs: one account per Provider, pinned at admission").
+		err := c.admin.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "banlieue-import"}, &corev1.ServiceAccount{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("ServiceAccount %s/banlieue-import: want not found, got %v", buildNS, err)
+		}
 	})
 
 	t.Run("uninstall", func(t *testing.T) {

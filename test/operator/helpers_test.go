@@ -10,14 +10,17 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/operator"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -45,6 +48,30 @@ func installClusterRole(ctx context.Context, t *testing.T, admin client.Client, 
 		t.Fatalf("installing %s: %v", rel, err)
 	}
 	return &role
+}
+
+// installRoles creates the namespaced Roles a generated file holds after its ClusterRole, and
+// binds each to the ServiceAccount ns/sa, as config/rbac/role-bindings.yaml does.
+func installRoles(ctx context.Context, t *testing.T, admin client.Client, rel, ns, sa string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n")[1:] {
+		var role rbacv1.Role
+		if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+			t.Fatalf("decoding %s: %v", rel, err)
+		}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
+		for _, obj := range []client.Object{&role, rb} {
+			if err := admin.Create(ctx, obj); err != nil {
+				t.Fatalf("installing %s: %v", rel, err)
+			}
+		}
+	}
 }
 
 // impersonating is cfg acting as the ServiceAccount ns/name; the API server adds the
@@ -97,6 +124,15 @@ func hasEvent(ctx context.Context, c client.Client, ns, regarding, reason, note 
 
 func ignoreNotFound(err error) error {
 	return client.IgnoreNotFound(err)
+}
+
+// providerAccounts is the operator's params ConfigMap of the admission policies on provider accounts.
+func providerAccounts(ctx context.Context, c client.Client) (map[string]string, error) {
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: buildNs, Name: operator.ProviderAccountsName}, &cm); err != nil {
+		return nil, err
+	}
+	return cm.Data, nil
 }
 
 // gone reports whether obj no longer exists.

@@ -87,6 +87,29 @@ func TestWorkloadNames(t *testing.T) {
 		}
 		return distinct(versions)
 	})
+	t.Run("each import account reads its own Provider's Secret and no other's", func(t *testing.T) {
+		// team-a/edge, team-b/edge and team/a-edge name the same Secret, libvirt-edge-creds, each
+		// in its own namespace: only the name-by-name grant of its own Provider tells them apart.
+		// The Secrets do not exist, so an allowed get is a 404 and a refused one a 403.
+		for _, own := range ids[:3] {
+			dep, err := deploymentOf(ctx, admin, own)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imp := as(t, env.Config, buildNs, dep.Name+"-import")
+			for _, other := range ids[:3] {
+				secret := client.ObjectKey{Namespace: other.Namespace, Name: "libvirt-edge-creds"}
+				err := imp.Get(ctx, secret, &corev1.Secret{})
+				if other == own {
+					allowed(t, fmt.Sprintf("%s's import account gets its Secret", own), ignoreNotFound(err))
+				} else if other.Namespace != own.Namespace {
+					forbidden(t, fmt.Sprintf("%s's import account gets %s's Secret %s", own, other, secret), err)
+				}
+				forbidden(t, fmt.Sprintf("%s's import account lists Secrets in %s", own, other.Namespace),
+					imp.List(ctx, &corev1.SecretList{}, client.InNamespace(other.Namespace)))
+			}
+		}
+	})
 	t.Run("objects named the old way are pruned", func(t *testing.T) {
 		for _, obj := range []client.Object{oldCRB, oldBuild} {
 			testenv.Eventually(t, timeout, fmt.Sprintf("old %T %s pruned", obj, obj.GetName()), func() error { return gone(ctx, admin, obj) })
@@ -155,7 +178,15 @@ func ownBindings(ctx context.Context, c client.Client, id client.ObjectKey) (map
 		return nil, fmt.Errorf("ServiceAccount %s is annotated as %q's", sa.Name, got)
 	}
 	sel := client.MatchingLabels{banlieuev1.LabelProvider: naming.Capped(id.Name), banlieuev1.LabelProviderNamespace: id.Namespace}
-	importSA := rbacv1.Subject{Kind: "ServiceAccount", Name: "banlieue-import", Namespace: buildNs}
+	// The import Jobs' account is the Provider's own, next to its Jobs in the build namespace.
+	importSA := rbacv1.Subject{Kind: "ServiceAccount", Name: dep.Name + "-import", Namespace: buildNs}
+	var importAccount corev1.ServiceAccount
+	if err := c.Get(ctx, client.ObjectKey{Namespace: buildNs, Name: importSA.Name}, &importAccount); err != nil {
+		return nil, fmt.Errorf("import ServiceAccount: %w", err)
+	}
+	if got := importAccount.Annotations[banlieuev1.AnnotationProvider]; got != id.String() {
+		return nil, fmt.Errorf("import ServiceAccount %s is annotated as %q's", importSA.Name, got)
+	}
 	versions := map[string]string{}
 	check := func(kind, ns string, items []metav1.Object, subjects [][]rbacv1.Subject, want ...[]rbacv1.Subject) error {
 		if len(items) != len(want) {

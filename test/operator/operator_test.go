@@ -81,6 +81,8 @@ func TestOperator(t *testing.T) {
 		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, "Ready", 1)
 	})
 	t.Run("granted permissions, proven by impersonation", func(t *testing.T) { testGrants(ctx, t, env, &p) })
+	t.Run("the provider gets its machines' user-data Secrets and no other", func(t *testing.T) { testUserDataGrants(ctx, t, env, admin) })
+	t.Run("a tenant cannot read another team's user-data", func(t *testing.T) { testTenantUserData(ctx, t, env, admin) })
 	t.Run("the operator cannot escalate", func(t *testing.T) {
 		op := as(t, env.Config, systemNs, operatorS)
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "steal"},
@@ -102,6 +104,7 @@ func startInstalledOperator(ctx context.Context, t *testing.T, env *testenv.Env,
 	t.Helper()
 	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
 	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
+	installRoles(ctx, t, admin, "config/rbac/operator/role.yaml", systemNs, operatorS)
 	startOperator(ctx, t, env, operator.Options{})
 	var class banlieuev1.ProviderClass
 	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)
@@ -176,19 +179,34 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	testenv.Eventually(t, timeout, "Deployment", func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep)
 	})
+	testenv.Eventually(t, timeout, "the provider account's entry", func() error {
+		data, err := providerAccounts(ctx, c)
+		if err != nil {
+			return err
+		}
+		want := map[string]string{systemNs + "." + workload + ".image": "registry.example/banlieue:v0.1.0",
+			systemNs + "." + workload + ".provider": systemNs + "/" + provider}
+		if !reflect.DeepEqual(data, want) {
+			return fmt.Errorf("data %v, want %v", data, want)
+		}
+		return nil
+	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 		t.Fatal(err)
 	}
 	owner := []metav1.OwnerReference{{APIVersion: "banlieue.io/v1alpha1", Kind: "Provider", Name: provider, UID: p.UID,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	objs := map[string]client.Object{
-		"ServiceAccount":     &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
-		"Role":               &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
-		"RoleBinding":        &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
-		"import Role":        &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
-		"import RoleBinding": &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
-		"ClusterRoleBinding": &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workload}},
-		"Deployment":         &dep,
+		"ServiceAccount": &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
+		// The Provider's own import account, where its Jobs run; no owner reference can cross
+		// into the build namespace.
+		"import ServiceAccount": &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: buildNs, Name: workload + "-import"}},
+		"Role":                  &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
+		"RoleBinding":           &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
+		"import Role":           &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
+		"import RoleBinding":    &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
+		"ClusterRoleBinding":    &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workload}},
+		"Deployment":            &dep,
 	}
 	for what, obj := range objs {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -202,7 +220,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 			t.Errorf("%s identity annotation %q", what, got)
 		}
 		wantOwner := owner
-		if what == "ClusterRoleBinding" {
+		if what == "ClusterRoleBinding" || what == "import ServiceAccount" {
 			wantOwner = nil
 		}
 		if !reflect.DeepEqual(obj.GetOwnerReferences(), wantOwner) {
@@ -219,7 +237,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		t.Errorf("ClusterRoleBinding %+v %+v", crb.RoleRef, crb.Subjects)
 	}
 	irb := objs["import RoleBinding"].(*rbacv1.RoleBinding)
-	if want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-import", Namespace: buildNs}}; !reflect.DeepEqual(irb.Subjects, want) {
+	if want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: workload + "-import", Namespace: buildNs}}; !reflect.DeepEqual(irb.Subjects, want) {
 		t.Errorf("import RoleBinding subjects %+v", irb.Subjects)
 	}
 
@@ -227,7 +245,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	ctr := pod.Containers[0]
 	wantArgs := []string{"provider", "libvirt", "--provider-name", provider, "--namespace", systemNs,
 		"--leader-election-id", workload, "--leader-election-namespace", systemNs,
-		"--import-image", "registry.example/banlieue:v0.1.0",
+		"--import-image", "registry.example/banlieue:v0.1.0", "--import-service-account", workload + "-import",
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
 		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(ctr.Args, wantArgs) {
@@ -313,7 +331,7 @@ func testGrants(ctx context.Context, t *testing.T, env *testenv.Env, p *banlieue
 		Name: "elsewhere", Namespace: systemNs}, Spec: job.Spec}, client.DryRunAll))
 	allowed(t, "provider updates its own Provider status", ignoreNotFound(sa.Status().Patch(ctx, p.DeepCopy(), client.Merge, client.DryRunAll)))
 
-	imp := as(t, env.Config, buildNs, "banlieue-import")
+	imp := as(t, env.Config, buildNs, workload+"-import")
 	allowed(t, "import reads its Provider", get(imp, &banlieuev1.Provider{}, systemNs, provider))
 	allowed(t, "import reads the credentials Secret", get(imp, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))
 	allowed(t, "import reads the CA ConfigMap", get(imp, &corev1.ConfigMap{}, systemNs, "libvirt-edge-ca"))
@@ -392,6 +410,7 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: buildNs, Name: workload + "-import"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload + "-import"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workload}},
@@ -416,6 +435,7 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: workloadB}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: buildNs, Name: workloadB + "-import"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB + "-import"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: workloadB}},
@@ -424,6 +444,12 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 		// envtest runs no garbage collector: everything must go through the operator's cleanup.
 		testenv.Eventually(t, timeout, fmt.Sprintf("%T %s deleted", obj, obj.GetName()), func() error { return gone(ctx, c, obj) })
 	}
+	testenv.Eventually(t, timeout, "the provider account's entry removed", func() error {
+		if data, err := providerAccounts(ctx, c); err != nil || len(data) != 0 {
+			return fmt.Errorf("data %v, err %v", data, err)
+		}
+		return nil
+	})
 	testenv.Eventually(t, timeout, "WorkloadDeleted event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadDeleted, "")
 	})

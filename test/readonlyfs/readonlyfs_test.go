@@ -245,7 +245,7 @@ var roles = []struct {
 	{"controller", []string{"controller"}, "virtualmachine"},
 	{"operator", []string{"operator"}, "operator-provider"},
 	{"imagebuilder", []string{"imagebuilder"}, "imagebuilder"},
-	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x"}, "provider"},
+	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x", "--import-service-account", "x-import"}, "provider"},
 }
 
 // TestRolesOnReadOnlyRoot starts every long-running role under the read-only setup and checks

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -18,6 +19,30 @@ const (
 	BootInstallMedia BootSourceKind = "installMedia"
 )
 
+// ProviderReference names the Provider a machine runs on.
+type ProviderReference struct {
+	// name of the Provider.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// namespace of the Provider; empty means the machine's namespace. The provider serves a
+	// machine of another namespace only while its Provider's allowedNamespaces admits that
+	// namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ProviderKey is the namespace and name of the machine's Provider, the namespace defaulted to
+// the machine's own.
+func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
+	ns := m.Spec.ProviderRef.Namespace
+	if ns == "" {
+		ns = m.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: m.Spec.ProviderRef.Name}
+}
+
 // LibvirtMachineSpec is one libvirt domain and its volumes.
 // +kubebuilder:validation:XValidation:rule="self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
@@ -28,8 +53,9 @@ type LibvirtMachineSpec struct {
 	// failureDomain the scheduler chose (the Provider's name).
 	// +optional
 	FailureDomain string `json:"failureDomain,omitempty"`
-	// providerRef names the Provider, in the machine's namespace.
-	ProviderRef banlieuev1.LocalObjectReference `json:"providerRef"`
+	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
+	// when that Provider's allowedNamespaces admits the machine's namespace.
+	ProviderRef ProviderReference `json:"providerRef"`
 	// pool is the storage pool holding every volume of the machine.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
@@ -69,10 +95,18 @@ type LibvirtMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	Network []LibvirtNetworkInterface `json:"network,omitempty"`
-	// userData is the rendered cloud-init user-data. The provider never reads Secrets.
+	// userDataSecretRef names the Secret, in this machine's namespace, that holds the rendered
+	// cloud-init user-data. banlieue-controller writes it, controlled by this machine (an owner
+	// reference), so user-data never sits in clear in a custom resource; the provider reads it
+	// only when that owner reference is there. Unset: the guest gets an empty user-data.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1048576
-	UserData string `json:"userData,omitempty"`
+	UserDataSecretRef *banlieuev1.LocalObjectReference `json:"userDataSecretRef,omitempty"`
+	// userDataHash is the salted SHA-256 of the user-data in userDataSecretRef, in hex. A change
+	// of the user-data changes it, and so the machine's generation, without revealing the
+	// content; the provider seeds a guest only from a Secret that matches it.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	UserDataHash string `json:"userDataHash,omitempty"`
 	// desiredPowerState of the domain.
 	// +optional
 	// +kubebuilder:default=PoweredOn

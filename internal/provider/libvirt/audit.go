@@ -45,7 +45,8 @@ func orphaned(o Owner, m *infrav1.LibvirtMachine) (bool, string) {
 // Audit lists the orphaned domains of Provider provider (namespace/name) on its host (see
 // Orphan), by name. It only reads. Domains without banlieue's record are not banlieue's to
 // report; domains recorded for another Provider sharing the host (another namespace's, or
-// another cluster's) are that Provider's audit; live machines' domains are in order.
+// another cluster's) are that Provider's audit, and those of machines in the namespaces a
+// shared Provider admits are its own; live machines' domains are in order.
 func Audit(ctx context.Context, c *libvirt.Client, kube client.Reader, provider types.NamespacedName) ([]Orphan, error) {
 	doms, err := c.ListAllDomains(ctx)
 	if err != nil {
@@ -60,7 +61,7 @@ func Audit(ctx context.Context, c *libvirt.Client, kube client.Reader, provider 
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 		o, ok := DomainOwner(def)
-		if !ok || o.Provider != provider.Name || o.Namespace != provider.Namespace {
+		if !ok || o.providerKey() != provider {
 			continue
 		}
 		var m infrav1.LibvirtMachine

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,14 +31,22 @@ const machineTimeout = 2 * time.Minute
 // everything it needs is in the LibvirtMachine and its Provider.
 type MachineReconciler struct {
 	Client client.Client
-	// APIReader reads the Provider's Secret and CA uncached, by name, and the machine's volume
-	// record when the cache may lag behind it.
+	// APIReader reads the Provider's Secret and CA and the machine's user-data Secret uncached,
+	// by name, and the machine's volume record when the cache may lag behind it.
 	APIReader   client.Reader
 	Connections *hostconn.Connections
 	// ProviderName, when set, limits this process to the machines of one Provider.
 	ProviderName string
+	// ProviderNamespace, when set, is that Provider's namespace: machines are watched in every
+	// namespace (a shared Provider serves the namespaces it admits), and only those whose
+	// providerRef names exactly this Provider are served.
+	ProviderNamespace string
 	// starts tells a start libvirtd lost from one in flight.
 	starts startWatch
+	// Workers is how many machines are reconciled at once; zero means one. A machine whose
+	// host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold back
+	// the machines queued behind it.
+	Workers int
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
 }
@@ -48,13 +55,22 @@ type MachineReconciler struct {
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		m, ok := o.(*infrav1.LibvirtMachine)
-		return ok && (r.ProviderName == "" || m.Spec.ProviderRef.Name == r.ProviderName)
+		return ok && r.serves(m)
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("libvirtmachine").
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(app.Instrument("libvirtmachine", r))
+}
+
+// serves reports whether m is this process's: its providerRef names the Provider the process
+// was started for, namespace and name. A machine of another namespace naming a Provider of the
+// same name is someone else's.
+func (r *MachineReconciler) serves(m *infrav1.LibvirtMachine) bool {
+	key := m.ProviderKey()
+	return (r.ProviderName == "" || key.Name == r.ProviderName) &&
+		(r.ProviderNamespace == "" || key.Namespace == r.ProviderNamespace)
 }
 
 // deletionRequested passes the update that sets deletionTimestamp, so teardown starts at once.
@@ -68,7 +84,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, &m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.ProviderName != "" && m.Spec.ProviderRef.Name != r.ProviderName {
+	if !r.serves(&m) {
 		return ctrl.Result{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, machineTimeout)
@@ -78,8 +94,13 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// The host is reached on deletion too; that is why a Provider cannot go away while its
 	// machines exist.
 	var p banlieuev1.Provider
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.ProviderRef.Name}, &p); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.Spec.ProviderRef.Name, err), ssa.IfUnchanged)
+	if err := r.Client.Get(ctx, m.ProviderKey(), &p); err != nil {
+		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.ProviderKey(), err), ssa.IfUnchanged)
+	}
+	if refusal, err := r.admits(ctx, &m, &p); err != nil {
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+	} else if refusal != "" {
+		return r.refuse(ctx, &m, refusal)
 	}
 
 	if !m.DeletionTimestamp.IsZero() {
@@ -123,7 +144,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// The finalizer's patch read the stored status back into m: accepted all the same.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 
-	obs, err := converge(ctx, c, &m, r.volumeRecord(&m), &r.starts)
+	userData, err := machineUserData(ctx, r.APIReader, &m)
+	if err != nil {
+		return r.retry(ctx, &m, err)
+	}
+	obs, err := converge(ctx, c, &m, userData, r.volumeRecord(&m), &r.starts)
 	if err != nil {
 		return r.retry(ctx, &m, err)
 	}

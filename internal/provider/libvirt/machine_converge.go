@@ -52,11 +52,12 @@ type volumeRecord struct {
 // observeGuest. Every error names the step that failed: the steps whose own messages already
 // say it (and which the guides quote exactly) as they are, the others wrapped by inPhase.
 //
-// starts tells a start libvirtd lost (killed during DomainCreate) from one in flight.
-func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, record volumeRecord,
+// starts tells a start libvirtd lost (killed during DomainCreate) from one in flight. userData
+// is the machine's user-data, read from its per-machine Secret (machineUserData).
+func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, userData []byte, record volumeRecord,
 	starts *startWatch) (observation, error) {
 	obs := observation{mediaDetached: ptrTrue(m.Status.InstallMediaDetached)}
-	pool, boot, err := checkSpec(ctx, c, m)
+	pool, boot, err := checkSpec(ctx, c, m, userData)
 	if err != nil {
 		return obs, err
 	}
@@ -68,7 +69,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	if err != nil {
 		return obs, err // names its volume: "creating volume …"
 	}
-	if err := defineDomain(ctx, c, pool, m, boot, names, diskPaths, record, &obs); err != nil {
+	if err := defineDomain(ctx, c, pool, m, userData, boot, names, diskPaths, record, &obs); err != nil {
 		return obs, err
 	}
 	if obs.state, err = applyPower(ctx, c, m, obs.domain, starts); err != nil {
@@ -83,10 +84,10 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 // checkSpec refuses, before anything is created on the host, a machine whose pool or boot
 // volume is missing, or whose user-data no seed can carry (the seed is built last, and a machine
 // that cannot have one must not leave a domain and volumes behind). Its refusals name the field.
-func checkSpec(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (libvirt.StoragePool, libvirt.StorageVol, error) {
+func checkSpec(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, userData []byte) (libvirt.StoragePool, libvirt.StorageVol, error) {
 	s := &m.Spec
-	if n := len(s.UserData); n > nocloud.MaxPayloadSize {
-		return libvirt.StoragePool{}, libvirt.StorageVol{}, fmt.Errorf("invalid spec.userData: %d bytes, more than the %d-byte NoCloud seed maximum", n, nocloud.MaxPayloadSize)
+	if n := len(userData); n > nocloud.MaxPayloadSize {
+		return libvirt.StoragePool{}, libvirt.StorageVol{}, fmt.Errorf("invalid spec.userDataSecretRef: the user-data is %d bytes, more than the %d-byte NoCloud seed maximum", n, nocloud.MaxPayloadSize)
 	}
 	pool, err := c.StoragePoolLookupByName(ctx, s.Pool)
 	if libvirt.IsNotFound(err) {
@@ -130,7 +131,7 @@ func claimNames(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 // instance-id is the domain's UUID, and its network-config the MACs libvirt assigned: both exist
 // only once defined, so a machine without a committed seed is defined twice, the second time
 // keeping the MACs.
-func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine, userData []byte,
 	boot libvirt.StorageVol, names claimedNames, diskPaths []string, record volumeRecord, obs *observation) error {
 	s := &m.Spec
 	domainType, vendor, err := hostVirtualisation(ctx, c)
@@ -172,7 +173,7 @@ func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 		return inPhase("reading the domain's definition", err)
 	}
 	in.macs = interfaceMACs(def)
-	if in.seed, err = createSeed(ctx, c, pool, m, obs.domain, in.macs, record); err != nil {
+	if in.seed, err = createSeed(ctx, c, pool, m, userData, obs.domain, in.macs, record); err != nil {
 		return err // names its step: "building the cloud-init seed", "uploading the seed"
 	}
 	in.uuid = obs.domain.UUID.String()
@@ -386,13 +387,13 @@ func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Do
 
 // createSeed uploads the machine's NoCloud seed, built in memory: the guest's bootstrap
 // credentials never touch this process's filesystem.
-func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
+func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine, userData []byte,
 	dom libvirt.Domain, macs []string, record volumeRecord) (string, error) {
 	// user-data is always written, empty when the machine has none: cloud-init's NoCloud
 	// datasource ignores a seed that lacks either file, and the guest would then get no
 	// instance-id, hostname or network-config.
 	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName,
-		UserData: append([]byte{}, m.Spec.UserData...)}
+		UserData: append([]byte{}, userData...)}
 	network, err := seedNetworkConfig(m, macs)
 	if err != nil {
 		return "", err

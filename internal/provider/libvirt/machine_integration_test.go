@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"libvirt.org/go/libvirtxml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +26,7 @@ import (
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
+	"banlieue.io/banlieue/internal/userdata"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -51,6 +54,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
+	t.Run("a namespace the Provider admits by label runs on it; before the label, nothing reaches the host", func(t *testing.T) { s.testSharedProvider(ctx, t) })
 	t.Run("a static NIC keeps its MAC; a stranger's seed is refused, an uncommitted own seed replaced", func(t *testing.T) { s.testStaticNICAndStraySeed(ctx, t) })
 	t.Run("a domain defined by hand is never adopted", func(t *testing.T) { s.testForeignDomain(ctx, t) })
 	t.Run("joined names that collide: the second machine is refused", func(t *testing.T) { s.testJoinedNamesCollide(ctx, t) })
@@ -62,6 +66,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("failedStatus cuts libvirtd's own 1 MiB error so the API server takes it", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
 	t.Run("names the Provider does not grant are refused before any host call", func(t *testing.T) { s.testAuthority(ctx, t) })
 	t.Run("an accepted machine keeps its boot volume while its row is empty", func(t *testing.T) { s.testAuthorityOutage(ctx, t) })
+	t.Run("a user-data Secret that is not the machine's own is refused", func(t *testing.T) { s.testForeignUserDataSecret(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
 			`invalid spec.pool: storage pool "no-such-pool" does not exist on this host`)
@@ -124,7 +129,7 @@ func (s *machineSuite) machine(namespace, name string) *infrav1.LibvirtMachine {
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: infrav1.LibvirtMachineSpec{
-			ProviderRef: banlieuev1.LocalObjectReference{Name: "lab"},
+			ProviderRef: infrav1.ProviderReference{Name: "lab"},
 			Pool:        s.pool,
 			DomainName:  namespace + "-" + name,
 			BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: s.bootName},
@@ -132,7 +137,6 @@ func (s *machineSuite) machine(namespace, name string) *infrav1.LibvirtMachine {
 			MemoryMiB:   128,
 			Firmware:    banlieuev1.FirmwareBIOS,
 			Disks:       []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},
-			UserData:    "#cloud-config\nhostname: " + name + "\n",
 		},
 	}
 }
@@ -153,11 +157,29 @@ func machineReady(m *infrav1.LibvirtMachine) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning
 }
 
-func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
-	m := s.machine(testNamespace, "web-01")
+// createWithUserData creates m with a reference to its user-data Secret, then the Secret,
+// controlled by m, as banlieue-controller does (internal/controller/userdata_secret.go).
+func (s *machineSuite) createWithUserData(ctx context.Context, t *testing.T, m *infrav1.LibvirtMachine, content string) {
+	t.Helper()
+	salt := []byte("0123456789abcdef")
+	m.Spec.UserDataSecretRef = &banlieuev1.LocalObjectReference{Name: userdata.SecretName(m.Name)}
+	m.Spec.UserDataHash = userdata.Hash(salt, []byte(content))
 	if err := s.env.Client.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Spec.UserDataSecretRef.Name, Namespace: m.Namespace, Labels: userdata.Labels(m.Name),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "LibvirtMachine", Name: m.Name, UID: m.UID, Controller: ptr.To(true)}}},
+		Data: map[string][]byte{userdata.KeyUserData: []byte(content), userdata.KeySalt: salt},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
+	m := s.machine(testNamespace, "web-01")
+	userData := "#cloud-config\nhostname: web-01\n"
+	s.createWithUserData(ctx, t, m, userData)
 	got := s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 60*time.Second, machineReady)
 	if got.Status.ObservedPowerState != banlieuev1.PoweredOn || !ptrTrue(got.Status.Initialization.Provisioned) {
 		t.Errorf("power/provisioned: %+v", got.Status)
@@ -214,8 +236,8 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	if want := "instance-id: " + dom.UUID.String() + "\nlocal-hostname: banlieue-system-web-01\n"; meta != want {
 		t.Errorf("meta-data = %q, want %q", meta, want)
 	}
-	if user != m.Spec.UserData {
-		t.Errorf("user-data = %q, want %q", user, m.Spec.UserData)
+	if user != userData {
+		t.Errorf("user-data = %q, want %q", user, userData)
 	}
 
 	// Deletion: domain and the machine's volumes go, the shared boot image stays.
@@ -420,6 +442,36 @@ func (s *machineSuite) testStaticNICAndStraySeed(ctx context.Context, t *testing
 		t.Errorf("network-config must match the interface's MAC %s:\n%s", mac, network2)
 	}
 	if err := s.env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+}
+
+// testForeignUserDataSecret: whoever writes a LibvirtMachine names its user-data Secret, so the
+// provider seeds a guest only from banlieue's copy controlled by that very machine. A Secret of
+// the right name that another machine (or a user) made is refused on Ready, and no domain is
+// defined.
+func (s *machineSuite) testForeignUserDataSecret(ctx context.Context, t *testing.T) {
+	m := s.machine(testNamespace, "foreign-ud")
+	name := userdata.SecretName(m.Name)
+	if err := s.env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, Labels: userdata.Labels(m.Name)},
+		Data: map[string][]byte{userdata.KeyUserData: []byte("#cloud-config\n"), userdata.KeySalt: []byte("s")}}); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.UserDataSecretRef = &banlieuev1.LocalObjectReference{Name: name}
+	m.Spec.UserDataHash = userdata.Hash([]byte("s"), []byte("#cloud-config\n"))
+	if err := s.env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 30*time.Second, func(got *infrav1.LibvirtMachine) bool {
+		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == infrav1.ReasonReconcileFailed &&
+			strings.Contains(c.Message, "spec.userDataSecretRef: Secret "+testNamespace+"/"+name+" is not this machine's user-data")
+	})
+	if _, err := s.host.DomainLookupByName(ctx, m.Spec.DomainName); !libvirt.IsNotFound(err) {
+		t.Errorf("a domain was defined from a foreign user-data Secret: %v", err)
+	}
+	if err := s.env.Client.Delete(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))

@@ -231,7 +231,6 @@ func (s *machineSuite) testDroppedDisk(ctx context.Context, t *testing.T) {
 // both meta-data and user-data, so a machine without userData still gets an (empty) user-data.
 func (s *machineSuite) testSeedWithoutUserData(ctx context.Context, t *testing.T) {
 	m := s.machine(testNamespace, "no-userdata")
-	m.Spec.UserData = ""
 	m.Spec.DesiredPowerState = banlieuev1.PoweredOff
 	if err := s.env.Client.Create(ctx, m); err != nil {
 		t.Fatal(err)
@@ -290,7 +289,7 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 		drop:    func(context.Context, string) error { return nil },
 		refresh: func(context.Context) error { return nil },
 	}
-	if _, err := converge(ctx, s.host, lost, noRecord, &startWatch{}); err != nil {
+	if _, err := converge(ctx, s.host, lost, nil, noRecord, &startWatch{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,11 +2,13 @@ package libvirt
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/types"
 	"libvirt.org/go/libvirtxml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
@@ -28,11 +30,24 @@ type Owner struct {
 	Namespace string
 	Name      string
 	Provider  string
+	// ProviderNamespace is the Provider's namespace when it is not the machine's (a shared
+	// Provider); empty otherwise, so the records of machines on their own namespace's Provider
+	// are what they always were.
+	ProviderNamespace string
 }
 
 // ownerOf is the record a machine writes on its domain.
 func ownerOf(m *infrav1.LibvirtMachine) Owner {
-	return Owner{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name, Provider: m.Spec.ProviderRef.Name}
+	o := Owner{UID: string(m.UID), Namespace: m.Namespace, Name: m.Name, Provider: m.Spec.ProviderRef.Name}
+	if key := m.ProviderKey(); key.Namespace != m.Namespace {
+		o.ProviderNamespace = key.Namespace
+	}
+	return o
+}
+
+// providerKey is the Provider the record names, its namespace defaulted to the machine's.
+func (o Owner) providerKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: cmp.Or(o.ProviderNamespace, o.Namespace), Name: o.Provider}
 }
 
 // ownerElement is the record as XML. encoding/xml escapes the attribute values.
@@ -43,11 +58,15 @@ type ownerElement struct {
 	Namespace string   `xml:"namespace,attr"`
 	Name      string   `xml:"name,attr"`
 	Provider  string   `xml:"provider,attr"`
+	// ProviderNamespace is omitted when empty: a record without it names the machine's own
+	// namespace's Provider.
+	ProviderNamespace string `xml:"providerNamespace,attr,omitempty"`
 }
 
 // metadata renders the record as the content of a domain's <metadata> element.
 func (o Owner) metadata() (*libvirtxml.DomainMetadata, error) {
-	out, err := xml.Marshal(ownerElement{XMLNS: OwnerXMLNamespace, UID: o.UID, Namespace: o.Namespace, Name: o.Name, Provider: o.Provider})
+	out, err := xml.Marshal(ownerElement{XMLNS: OwnerXMLNamespace, UID: o.UID, Namespace: o.Namespace, Name: o.Name,
+		Provider: o.Provider, ProviderNamespace: o.ProviderNamespace})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the ownership record: %w", err)
 	}
@@ -86,6 +105,8 @@ func DomainOwner(def *libvirtxml.Domain) (o Owner, ok bool) {
 				o.Name = a.Value
 			case "provider":
 				o.Provider = a.Value
+			case "providerNamespace":
+				o.ProviderNamespace = a.Value
 			}
 		}
 		if o.UID == "" {

@@ -15,6 +15,10 @@ package libvirt
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+//
+// A machine in another namespace than its Provider's is served only while the Provider's
+// allowedNamespaces admits that namespace, read by name, uncached, on every pass.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
 //
 // /metrics checks each caller's token and its right to get /metrics (internal/app/metrics_server.go).

@@ -72,8 +72,8 @@ func TestImagebuilderJobBounds(t *testing.T) {
 	}
 }
 
-// TestBoundFlagsRefused: bound flags no Job could live with stop each role before it starts,
-// naming the flag.
+// TestBoundFlagsRefused: bound flags no Job could live with, and worker counts out of range,
+// stop each role before it starts, naming the flag.
 func TestBoundFlagsRefused(t *testing.T) {
 	bin := testenv.Banlieue(t)
 	for _, tt := range []struct {
@@ -87,6 +87,8 @@ func TestBoundFlagsRefused(t *testing.T) {
 		{[]string{"operator", "--import-memory-limit", "32Mi"}, "invalid --import-memory-limit: 32Mi: import Jobs need at least 64Mi"},
 		{[]string{"provider", "libvirt", "--import-memory-request", "1Gi"}, "invalid --import-memory-request: 1Gi is above --import-memory-limit 256Mi"},
 		{[]string{"provider", "libvirt", "--import-cpu-limit", "lots"}, `invalid argument "lots" for "--import-cpu-limit" flag`},
+		{[]string{"provider", "libvirt", "--machine-workers", "0"}, "invalid --machine-workers: 0: want 1 to 64"},
+		{[]string{"provider", "libvirt", "--machine-workers", "65"}, "invalid --machine-workers: 65: want 1 to 64"},
 	} {
 		out, err := exec.Command(bin, append(tt.args, "--kubeconfig", "/nonexistent")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tt.want) {

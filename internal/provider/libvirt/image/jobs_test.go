@@ -76,15 +76,18 @@ func TestImportJobManifest(t *testing.T) {
 
 // TestJobOwnership: a Job of the expected name is adopted only with this VMImage, by UID, as its
 // controller and this import's identity; a Job of banlieue's for an older artifact is stale;
-// anything else is a conflict, whatever else it copies.
+// so is one of an earlier banlieue image; a Job that runs as another account, or anything but
+// this import, is a conflict, whatever else it copies.
 func TestJobOwnership(t *testing.T) {
 	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos", UID: "u1"}}
 	img.Status.BuildArtifact = &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "kairos.raw",
 		Checksum: "sha256:ab", PVCRef: &banlieuev1.LocalObjectReference{Name: "banlieue-artifacts"}}
 	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-7", Namespace: "banlieue-system"}}
 	ours := func() *batchv1.Job {
-		return importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v", Namespace: "banlieue-imagebuild"})
+		return importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v", Namespace: "banlieue-imagebuild",
+			ContainerImage: "registry.example/banlieue:v0.2.0", ServiceAccount: "host-7-import"})
 	}
+	want := ours()
 	older := ours()
 	older.Annotations[banlieuev1.AnnotationArtifactChecksum] = "sha256:00"
 	older.Annotations[banlieuev1.AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default", "sha256:00")
@@ -100,6 +103,21 @@ func TestJobOwnership(t *testing.T) {
 	delete(noIdentity.Annotations, banlieuev1.AnnotationImportIdentity)
 	otherPool := ours()
 	otherPool.Annotations[banlieuev1.AnnotationImportIdentity] = importIdentity("kairos", "banlieue-system", "host-7", "default2", "sha256:ab")
+	// What it runs: copied labels, owner and annotations are not enough.
+	otherAccount := ours()
+	otherAccount.Spec.Template.Spec.ServiceAccountName = "host-8-import"
+	olderOtherAccount := older.DeepCopy()
+	olderOtherAccount.Spec.Template.Spec.ServiceAccountName = "banlieue-import"
+	shell := ours()
+	shell.Spec.Template.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /run/secrets/kubernetes.io/serviceaccount/token"}
+	otherArgs := ours()
+	otherArgs.Spec.Template.Spec.Containers[0].Args[6] = "host-8"
+	twoContainers := ours()
+	twoContainers.Spec.Template.Spec.Containers = append(twoContainers.Spec.Template.Spec.Containers, corev1.Container{Name: "x"})
+	earlierImage := ours()
+	earlierImage.Spec.Template.Spec.Containers[0].Image = "registry.example/banlieue:v0.1.0"
+	olderArgs := older.DeepCopy()
+	olderArgs.Spec.Template.Spec.Containers[0].Args[len(olderArgs.Spec.Template.Spec.Containers[0].Args)-1] = "sha256:00"
 	forgedChecksum := ours()
 	forgedChecksum.Annotations[banlieuev1.AnnotationArtifactChecksum] = "sha256:00"
 	for _, tc := range []struct {
@@ -117,8 +135,17 @@ func TestJobOwnership(t *testing.T) {
 		{"another controller", otherKind, false, "its controller is CronJob kairos"},
 		{"no identity", noIdentity, false, "its banlieue.io/import-identity annotation is not this import's"},
 		{"another pool's identity", otherPool, false, "its banlieue.io/import-identity annotation is not this import's"},
+		{"another Provider's import account", otherAccount, false,
+			`it runs as ServiceAccount "host-8-import", not this Provider's import account "host-7-import"`},
+		{"older artifact, another account: not deleted", olderOtherAccount, false,
+			`it runs as ServiceAccount "banlieue-import", not this Provider's import account "host-7-import"`},
+		{"older artifact's arguments", olderArgs, true, ""},
+		{"a shell command", shell, false, "its container's command or arguments are not this import's"},
+		{"another Provider's arguments", otherArgs, false, "its container's command or arguments are not this import's"},
+		{"two containers", twoContainers, false, "it has 2 containers, an import Job one"},
+		{"an earlier banlieue image: replaced", earlierImage, true, ""},
 	} {
-		stale, conflict := jobOwnership(img, p, "default", tc.job)
+		stale, conflict := jobOwnership(img, p, "default", want, tc.job)
 		if stale != tc.stale || !strings.Contains(conflict, tc.conflict) || (tc.conflict == "") != (conflict == "") {
 			t.Errorf("%s: stale %v conflict %q; want %v %q", tc.name, stale, conflict, tc.stale, tc.conflict)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"libvirt.org/go/libvirtxml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -170,11 +171,12 @@ func backsOnto(backing []string, base libvirt.StorageVol) bool {
 	return false
 }
 
-// bootVolumes are the volumes LibvirtMachines of Provider provider boot from in pool.
-func bootVolumes(machines []infrav1.LibvirtMachine, provider, pool string) map[string]bool {
+// bootVolumes are the volumes LibvirtMachines of Provider provider boot from in pool, whatever
+// their namespace: a shared Provider's machines live in the namespaces it admits.
+func bootVolumes(machines []infrav1.LibvirtMachine, provider types.NamespacedName, pool string) map[string]bool {
 	out := map[string]bool{}
 	for _, m := range machines {
-		if m.Spec.ProviderRef.Name == provider && m.Spec.Pool == pool && m.Spec.BootSource.Volume != "" {
+		if m.ProviderKey() == provider && m.Spec.Pool == pool && m.Spec.BootSource.Volume != "" {
 			out[m.Spec.BootSource.Volume] = true
 		}
 	}
@@ -220,11 +222,12 @@ func (r *Reconciler) importsSettled(ctx context.Context, img *banlieuev1.VMImage
 	var wait time.Duration
 	for _, pool := range pools {
 		var job batchv1.Job
-		key := client.ObjectKey{Namespace: r.BuildNamespace, Name: ImportJobName(img.Name, p.Namespace, p.Name, pool)}
+		want := r.importJob(img, p, pool)
+		key := client.ObjectKeyFromObject(want)
 		if err := r.jobs().Get(ctx, key, &job); err != nil {
 			return 0, fmt.Errorf("reading import Job %s: %w", key, err)
 		}
-		stale, conflict := jobOwnership(img, p, pool, &job)
+		stale, conflict := jobOwnership(img, p, pool, want, &job)
 		if stale || conflict != "" || job.Status.Succeeded == 0 || job.Status.CompletionTime == nil {
 			return 0, fmt.Errorf("import Job %s is not a finished import of the current artifact", key)
 		}
@@ -354,11 +357,11 @@ func (g *baseCollector) bootVolumes(ctx context.Context, pool string) (map[strin
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var list infrav1.LibvirtMachineList
-	if err := g.r.APIReader.List(ctx, &list, client.InNamespace(g.provider.Namespace)); err != nil {
+	if err := g.r.APIReader.List(ctx, &list); err != nil {
 		g.log.Info("old bases kept: listing LibvirtMachines failed", "error", err.Error())
 		return nil, false
 	}
-	return bootVolumes(list.Items, g.provider.Name, pool), true
+	return bootVolumes(list.Items, client.ObjectKeyFromObject(g.provider), pool), true
 }
 
 func (g *baseCollector) pinnedVolumes(ctx context.Context) (map[string]bool, bool) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -97,14 +98,18 @@ func TestDecideOldBases(t *testing.T) {
 }
 
 func TestBootVolumes(t *testing.T) {
-	m := func(provider, pool, volume string) infrav1.LibvirtMachine {
-		return infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{ProviderRef: banlieuev1.LocalObjectReference{Name: provider},
-			Pool: pool, BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: volume}}}
+	m := func(ns, provider, providerNs, pool, volume string) infrav1.LibvirtMachine {
+		return infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns},
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: provider, Namespace: providerNs},
+				Pool: pool, BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: volume}}}
 	}
+	// A shared Provider's machines are in other namespaces (team-a's below); a Provider of the
+	// same name in another namespace (team-b's own "lab") is another host.
 	got := bootVolumes([]infrav1.LibvirtMachine{
-		m("lab", "p", "a.raw"), m("lab", "q", "b.raw"), m("other", "p", "c.raw"), m("lab", "p", "d.iso"),
-	}, "lab", "p")
-	if len(got) != 2 || !got["a.raw"] || !got["d.iso"] {
+		m("sys", "lab", "", "p", "a.raw"), m("sys", "lab", "", "q", "b.raw"), m("sys", "other", "", "p", "c.raw"),
+		m("sys", "lab", "", "p", "d.iso"), m("team-a", "lab", "sys", "p", "e.raw"), m("team-b", "lab", "", "p", "f.raw"),
+	}, types.NamespacedName{Namespace: "sys", Name: "lab"}, "p")
+	if len(got) != 3 || !got["a.raw"] || !got["d.iso"] || !got["e.raw"] {
 		t.Errorf("bootVolumes = %v", got)
 	}
 }

@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -258,17 +259,22 @@ func (r *Reconciler) bounds() jobbounds.Bounds {
 	return r.Bounds
 }
 
+// importJob is the import Job this provider makes for img, p and pool.
+func (r *Reconciler) importJob(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) *batchv1.Job {
+	return importJob(importJobSpec{
+		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
+		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
+		Bounds: r.bounds(),
+	})
+}
+
 // importZone adopts the pool's import Job or creates it. An existing Job is never updated: a
 // running multi-gigabyte transfer must not be restarted by a re-reconcile. A Job of the
 // expected name is adopted only when it proves to be this import's (jobOwnership); one of
 // banlieue's for an older artifact is replaced, by deleting it (its deletion event brings the
 // next pass, which creates the new one); any other is reported and left alone.
 func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) (banlieuev1.ImageZoneStatus, error) {
-	want := importJob(importJobSpec{
-		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
-		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
-		Bounds: r.bounds(),
-	})
+	want := r.importJob(img, p, pool)
 	var job batchv1.Job
 	err := r.jobs().Get(ctx, client.ObjectKeyFromObject(want), &job)
 	switch {
@@ -281,7 +287,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	case err != nil:
 		return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 	}
-	stale, conflict := jobOwnership(img, p, pool, &job)
+	stale, conflict := jobOwnership(img, p, pool, want, &job)
 	switch {
 	case conflict != "":
 		return notReadyZone(pool, banlieuev1.ReasonImportFailed, conflict), nil
@@ -292,7 +298,7 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 			client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
 			return banlieuev1.ImageZoneStatus{}, fmt.Errorf("deleting import Job %s/%s of an older artifact: %w", job.Namespace, job.Name, err)
 		}
-		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt; replacing the import Job"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt or banlieue upgraded; replacing the import Job"), nil
 	}
 	return jobZone(pool, &job), nil
 }
@@ -306,11 +312,19 @@ func (r *Reconciler) jobs() client.Reader {
 }
 
 // jobOwnership tells whether job, found at this import's Job name, is banlieue's. It is when its
-// controller is this VMImage, by UID, and its banlieuev1.AnnotationImportIdentity is the import's identity:
-// for the current artifact (adopt), or for the checksum the Job records (stale: an import of an
-// older artifact of this same VMImage, Provider and pool). Anything else yields the conflict
-// message for the zone: banlieue neither adopts nor deletes a Job it cannot prove it created.
-func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, job *batchv1.Job) (stale bool, conflict string) {
+// controller is this VMImage, by UID, its banlieuev1.AnnotationImportIdentity is the import's
+// identity, and it runs as this Provider's own import account (want's): for the current
+// artifact, with want's command and arguments (adopt), or for the checksum the Job records
+// (stale: an import of an older artifact of this same VMImage, Provider and pool). A Job of the
+// current artifact that differs from want only in its image was made by an earlier banlieue
+// and is stale too. Anything else yields the conflict message for the zone: banlieue neither
+// adopts nor deletes a Job it cannot prove it created.
+//
+// The account is the proof that the Job is this Provider's: the admission policy
+// banlieue-import-jobs (config/admission/import-jobs.yaml) lets a provider account create only
+// Jobs that run as its own import account, so labels, owner and annotations, which any
+// provider account can copy, are never enough alone.
+func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, want, job *batchv1.Job) (stale bool, conflict string) {
 	refuse := func(why string) (bool, string) {
 		return false, fmt.Sprintf("import Job %s/%s was not created by banlieue for VMImage %s, Provider %s/%s and pool %q: %s; "+
 			"it is left alone (delete it and banlieue creates its own)", job.Namespace, job.Name, img.Name, p.Namespace, p.Name, pool, why)
@@ -327,9 +341,22 @@ func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, 
 	recorded := job.Annotations[banlieuev1.AnnotationArtifactChecksum]
 	switch job.Annotations[banlieuev1.AnnotationImportIdentity] {
 	case importIdentity(img.Name, p.Namespace, p.Name, pool, img.Status.BuildArtifact.Checksum):
-		return false, ""
 	case importIdentity(img.Name, p.Namespace, p.Name, pool, recorded):
-		return true, ""
+		stale = true
+	default:
+		return refuse("its " + banlieuev1.AnnotationImportIdentity + " annotation is not this import's")
 	}
-	return refuse("its " + banlieuev1.AnnotationImportIdentity + " annotation is not this import's")
+	got, wanted := job.Spec.Template.Spec, want.Spec.Template.Spec
+	switch {
+	case len(got.Containers) != 1:
+		return refuse(fmt.Sprintf("it has %d containers, an import Job one", len(got.Containers)))
+	case got.ServiceAccountName != wanted.ServiceAccountName:
+		return refuse(fmt.Sprintf("it runs as ServiceAccount %q, not this Provider's import account %q", got.ServiceAccountName, wanted.ServiceAccountName))
+	case stale:
+		// An older artifact's arguments differ by design; the Job is only deleted.
+		return true, ""
+	case len(got.Containers[0].Command) != 0 || !slices.Equal(got.Containers[0].Args, wanted.Containers[0].Args):
+		return refuse("its container's command or arguments are not this import's")
+	}
+	return got.Containers[0].Image != wanted.Containers[0].Image, ""
 }

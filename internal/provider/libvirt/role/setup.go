@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobbounds"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
@@ -23,6 +24,10 @@ import (
 type Options struct {
 	// ProviderName, when set, limits the process to one Provider, its machines and its rows.
 	ProviderName string
+	// ProviderNamespace is that Provider's namespace (--namespace). Its machines may live in any
+	// namespace its allowedNamespaces admits, so LibvirtMachines are watched cluster-wide and
+	// served only when they name this Provider by namespace and name.
+	ProviderNamespace string
 	// BuildNamespace holds the artifacts PVC and the import Jobs.
 	BuildNamespace string
 	// ImportImage is the image import Jobs run; ImportServiceAccount the account they run as.
@@ -35,14 +40,19 @@ type Options struct {
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
+	// MachineWorkers is how many LibvirtMachines are reconciled at once (--machine-workers);
+	// zero means one.
+	MachineWorkers int
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
 // namespace only (the grant is there and nowhere else), and with a ProviderName that one
-// Provider, selected server-side.
+// Provider, selected server-side. LibvirtMachines are the exception that widens it: a shared
+// Provider's machines are in other namespaces than the Provider's.
 func CacheByObject(o Options) map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
+		&batchv1.Job{}:            {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
+		&infrav1.LibvirtMachine{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
 	}
 	if o.ProviderName != "" {
 		by[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(o.ProviderName)}
@@ -95,11 +105,13 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		return err
 	}
 	return (&providerlibvirt.MachineReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Connections:  conns,
-		ProviderName: opts.ProviderName,
-		Resync:       opts.Resync,
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Connections:       conns,
+		ProviderName:      opts.ProviderName,
+		ProviderNamespace: opts.ProviderNamespace,
+		Resync:            opts.Resync,
+		Workers:           opts.MachineWorkers,
 	}).SetupWithManager(mgr)
 }
 

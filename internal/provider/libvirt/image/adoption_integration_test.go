@@ -1,0 +1,102 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// TestImportZoneAdoptsOnlyVerifiedJobs runs importZone against the real API server: the Job it
+// creates is adopted on the next pass; a Job at another pool's import name that copies
+// banlieue's owner, labels and annotations but runs as another Provider's import account is
+// reported and left in place; one that differs only in its image is replaced.
+func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env.CreateRestrictedNamespace(ctx, t, admBuildNs)
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos"},
+		Spec: banlieuev1.VMImageSpec{OSFamily: "linux", OSDistribution: "kairos", OSVersion: "3", Architecture: "amd64",
+			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, ImportFrom: "https://images.example/k.img"}}}}
+	env.Create(ctx, t, img)
+	artifact := struct {
+		BuildArtifact banlieuev1.BuildArtifact `json:"buildArtifact"`
+	}{banlieuev1.BuildArtifact{Kind: banlieuev1.ArtifactCloudImage, Phase: banlieuev1.BuildReady, Reason: "Reconciled",
+		PVCRef: &banlieuev1.LocalObjectReference{Name: "banlieue-artifacts"}, File: "kairos.raw", Checksum: "sha256:" + strings.Repeat("ab", 32), SizeBytes: 1}}
+	if err := ssa.ApplyStatus(ctx, env.Client, &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: img.Name}}, &artifact, "test-imagebuilder"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
+		t.Fatal(err)
+	}
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-a", Namespace: admSystemNs}}
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, BuildNamespace: admBuildNs,
+		ImportImage: importImageA, ImportServiceAccount: accountA + "-import"}
+
+	zone := func(pool string) banlieuev1.ImageZoneStatus {
+		t.Helper()
+		z, err := r.importZone(ctx, img, p, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return z
+	}
+	get := func(name string) (*batchv1.Job, error) {
+		var job batchv1.Job
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: admBuildNs, Name: name}, &job)
+		return &job, err
+	}
+
+	t.Run("its own Job is created, then adopted", func(t *testing.T) {
+		if z := zone("own"); z.Reason != banlieuev1.ReasonImporting || z.Message != "import Job created" {
+			t.Fatalf("first pass: %+v", z)
+		}
+		if z := zone("own"); z.Reason != banlieuev1.ReasonImporting || z.Message != "import Job running" {
+			t.Errorf("second pass: %+v, want the Job adopted", z)
+		}
+	})
+
+	// A squatter: banlieue's Job for pool "squatted", with everything copied, but run as the
+	// import account of another Provider, which could read that Provider's key.
+	squat := r.importJob(img, p, "squatted")
+	squat.Spec.Template.Spec.ServiceAccountName = accountB + "-import"
+	env.Create(ctx, t, squat)
+	t.Run("a Job running as another account is reported and left alone", func(t *testing.T) {
+		z := zone("squatted")
+		want := `it runs as ServiceAccount "` + accountB + `-import", not this Provider's import account "` + accountA + `-import"`
+		if z.Ready || z.Reason != banlieuev1.ReasonImportFailed || !strings.Contains(z.Message, want) ||
+			!strings.Contains(z.Message, "it is left alone") {
+			t.Errorf("zone %+v, want ImportFailed with %q", z, want)
+		}
+		job, err := get(squat.Name)
+		if err != nil || job.UID != squat.UID || !job.DeletionTimestamp.IsZero() {
+			t.Errorf("the unverified Job was touched: %v %+v", err, job.ObjectMeta)
+		}
+	})
+
+	earlier := r.importJob(img, p, "upgraded")
+	earlier.Spec.Template.Spec.Containers[0].Image = "registry.example/banlieue:v0.0.9"
+	env.Create(ctx, t, earlier)
+	t.Run("its own Job of an earlier image is replaced", func(t *testing.T) {
+		if z := zone("upgraded"); z.Reason != banlieuev1.ReasonImporting || z.Message != "artifact rebuilt or banlieue upgraded; replacing the import Job" {
+			t.Errorf("zone %+v", z)
+		}
+		testenv.Eventually(t, 10*time.Second, "the earlier Job replaced", func() error {
+			job, err := get(earlier.Name)
+			if err == nil && job.UID == earlier.UID && job.DeletionTimestamp.IsZero() {
+				return errors.New("still there")
+			}
+			return nil
+		})
+	})
+}
