@@ -19,6 +19,14 @@ const (
 	// ReasonVolumeNameConflict: a volume the machine would create exists and is not recorded as
 	// the machine's own; it is left untouched.
 	ReasonVolumeNameConflict = "VolumeNameConflict"
+	// ReasonNotPermitted: the machine names a domain, pool, network, bridge or boot volume that
+	// its Provider and that Provider's VMImage rows do not grant it; nothing on the host was
+	// called.
+	ReasonNotPermitted = "NotPermitted"
+	// ReasonWaitingForImage: the machine's boot volume is not granted yet, and a VMImage row of
+	// its Provider that names it is not ready (an import or a host lookup in progress, or a host
+	// outage); nothing on the host was called, and the provider checks again.
+	ReasonWaitingForImage = "WaitingForImage"
 )
 
 // LibvirtMachine GuestReady reasons.

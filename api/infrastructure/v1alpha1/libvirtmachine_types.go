@@ -243,6 +243,14 @@ type LibvirtMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=200
 	Volumes []string `json:"volumes,omitempty"`
+	// bootVolume is the spec.bootSource.volume the provider last accepted for this machine:
+	// one a VMImage row of its Provider resolved to when the provider checked it, before it
+	// made or changed anything on the host. It stays granted while the row is not ready (a host
+	// outage) or has moved to a rebuilt artifact whose old base still backs the machine
+	// (docs/security.md, "LibvirtMachine authority").
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	BootVolume string `json:"bootVolume,omitempty"`
 	// tpmAttached is true when the domain has a vTPM.
 	// +optional
 	TPMAttached *bool `json:"tpmAttached,omitempty"`

@@ -21,6 +21,7 @@ import (
 	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 // machineTimeout bounds one pass over a machine, connect included.
@@ -94,20 +95,22 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// machines exist.
 	var p banlieuev1.Provider
 	if err := r.Client.Get(ctx, m.ProviderKey(), &p); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.ProviderKey(), err))
+		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.ProviderKey(), err), ssa.IfUnchanged)
 	}
 	if refusal, err := r.admits(ctx, &m, &p); err != nil {
-		return r.retry(ctx, &m, err)
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
 	} else if refusal != "" {
 		return r.refuse(ctx, &m, refusal)
 	}
-	c, err := r.Connections.Connect(ctx, r.APIReader, &p)
-	if err != nil {
-		r.Connections.Forget(client.ObjectKeyFromObject(&p))
-		return r.retry(ctx, &m, fmt.Errorf("connecting to Provider %q: %w", p.Name, err))
-	}
 
 	if !m.DeletionTimestamp.IsZero() {
+		// Teardown is not checked against the Provider: it touches only what the machine's
+		// ownership record proves its own (machine_teardown.go), and a machine whose Provider stopped
+		// granting its pool must still go.
+		c, err := r.connect(ctx, &p)
+		if err != nil {
+			return r.retry(ctx, &m, err)
+		}
 		if err := teardown(ctx, c, &m); err != nil {
 			return r.retry(ctx, &m, err)
 		}
@@ -118,9 +121,28 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
 		return ctrl.Result{}, nil
 	}
+	// Every host name of the machine is checked before the first call to the host, connecting
+	// included (authority.go).
+	var images banlieuev1.VMImageList
+	if err := r.Client.List(ctx, &images); err != nil {
+		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err), ssa.IfUnchanged)
+	}
+	if err := checkAuthority(&m, &p, images.Items); err != nil {
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+	}
+	// Accepted: every status this pass writes records the boot volume (converge's first,
+	// volumeRecord's, before any volume is created), so a later pass grants it whatever the
+	// rows say then.
+	m.Status.BootVolume = m.Spec.BootSource.Volume
+	c, err := r.connect(ctx, &p)
+	if err != nil {
+		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+	}
 	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 		return ctrl.Result{}, err
 	}
+	// The finalizer's patch read the stored status back into m: accepted all the same.
+	m.Status.BootVolume = m.Spec.BootSource.Volume
 
 	userData, err := machineUserData(ctx, r.APIReader, &m)
 	if err != nil {
@@ -142,6 +164,16 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		requeue = app.RequeueDefault
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
+}
+
+// connect returns the Provider's connection, forgetting it when it fails.
+func (r *MachineReconciler) connect(ctx context.Context, p *banlieuev1.Provider) (*libvirt.Client, error) {
+	c, err := r.Connections.Connect(ctx, r.APIReader, p)
+	if err != nil {
+		r.Connections.Forget(client.ObjectKeyFromObject(p))
+		return nil, fmt.Errorf("connecting to Provider %q: %w", p.Name, err)
+	}
+	return c, nil
 }
 
 // volumeRecord returns converge's access to the machine's status.volumes. Every write applies
@@ -182,11 +214,16 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 }
 
 // retry reports an error that happened before or during teardown on Ready, so a deletion that
-// blocks says why, and tries again on the error interval.
-func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error) (ctrl.Result, error) {
+// blocks says why, and tries again on the error interval. opts go to the status write: before
+// the pass's first write (the finalizer's patch, or converge's volume record) it is
+// ssa.IfUnchanged, so a status derived from a read that lags behind the API server fails with a
+// Conflict, and the pass is retried on a fresh read, instead of dropping what the provider
+// recorded since (domainUuid, volumes, bootVolume). A refusal of the authority check, or a host
+// that does not answer, must never cost a machine its record.
+func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error, opts ...ssa.Option) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
 	status := failedStatus(m, err)
-	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); client.IgnoreNotFound(ssaErr) != nil {
+	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil

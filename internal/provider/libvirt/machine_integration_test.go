@@ -45,10 +45,12 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("machines-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")
-	p.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
+	p.Spec.Capabilities = s.capabilities()
 	if err := s.env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	s.createImage(ctx, t, s.pool, s.bootName)
+	s.createImage(ctx, t, s.pool+"-vanished", "missing.raw")
 
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
@@ -62,6 +64,8 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("audit lists domains whose machine is gone", func(t *testing.T) { s.testAudit(ctx, t) })
 	t.Run("a create libvirtd refuses leaves no record", func(t *testing.T) { s.testRefusedCreateLeavesNoRecord(ctx, t) })
 	t.Run("failedStatus cuts libvirtd's own 1 MiB error so the API server takes it", func(t *testing.T) { s.testHugeLibvirtError(ctx, t) })
+	t.Run("names the Provider does not grant are refused before any host call", func(t *testing.T) { s.testAuthority(ctx, t) })
+	t.Run("an accepted machine keeps its boot volume while its row is empty", func(t *testing.T) { s.testAuthorityOutage(ctx, t) })
 	t.Run("a user-data Secret that is not the machine's own is refused", func(t *testing.T) { s.testForeignUserDataSecret(ctx, t) })
 	t.Run("a missing pool is reported on Ready", func(t *testing.T) {
 		s.testReportedError(ctx, t, "nopool", func(m *infrav1.LibvirtMachine) { m.Spec.Pool = "no-such-pool" },
@@ -81,6 +85,42 @@ func (s *machineSuite) createPool(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.host.StorageVolCreateXML(ctx, pool, xml, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// machineNamespaces are the namespaces the suite's machines live in, each with a Provider "lab".
+var machineNamespaces = []string{testNamespace, "team-b", "team", "team-x", "tenant-x"}
+
+// capabilities grant the suite's machines their pool, "no-such-pool" (a storage class whose pool
+// the host lacks) and the network of testStaticNICAndStraySeed.
+func (s *machineSuite) capabilities() banlieuev1.ProviderCapabilities {
+	return banlieuev1.ProviderCapabilities{
+		StorageClasses: []banlieuev1.StorageClassMapping{
+			{Name: "lab", Target: map[string]string{targetPool: s.pool}},
+			{Name: "gone", Target: map[string]string{targetPool: "no-such-pool"}},
+		},
+		NetworkClasses: []banlieuev1.NetworkClassMapping{{Name: "lan", Target: map[string]string{targetNetwork: s.pool + "-net"}}},
+	}
+}
+
+// createImage creates a VMImage whose row for Provider "lab" of every machine namespace
+// resolved to volume, as the VMImage controller writes it.
+func (s *machineSuite) createImage(ctx context.Context, t *testing.T, name, volume string) {
+	t.Helper()
+	img := &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: banlieuev1.VMImageSpec{OSFamily: "linux", OSDistribution: "tiny", OSVersion: "1", Architecture: "amd64",
+			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: volume}}},
+	}
+	if err := s.env.Client.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range machineNamespaces {
+		img.Status.PerProvider = append(img.Status.PerProvider, banlieuev1.ProviderImageStatus{
+			ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: volume})
+	}
+	if err := s.env.Client.Status().Update(ctx, img); err != nil {
 		t.Fatal(err)
 	}
 }

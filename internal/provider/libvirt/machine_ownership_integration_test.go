@@ -33,7 +33,7 @@ func (s *machineSuite) addNamespace(ctx context.Context, t *testing.T, ns string
 	t.Helper()
 	p := s.guideProvider("lab")
 	p.Namespace = ns
-	p.Spec.Capabilities = banlieuev1.ProviderCapabilities{}
+	p.Spec.Capabilities = s.capabilities()
 	s.env.CreateLabNamespace(ctx, t, s.lab, ns, "libvirt-edge-creds", "libvirt-edge-ca")
 	s.env.Create(ctx, t, p)
 }

@@ -65,11 +65,13 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 	return st
 }
 
-// failedStatus keeps every observed field and reports the error on Ready: a name conflict under
-// its own reason, anything else as ReconcileFailed.
+// failedStatus keeps every observed field and reports the error on Ready: a name conflict, or a
+// name the Provider does not grant (yet), under its own reason, anything else as
+// ReconcileFailed. A refusal changes the condition only: the domain, its UUID and the volumes
+// the machine recorded are still the machine's, and teardown needs them.
 func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
-	reason := cmp.Or(conflictReason(err), infrav1.ReasonReconcileFailed)
+	reason := cmp.Or(conflictReason(err), authorityReason(err), infrav1.ReasonReconcileFailed)
 	setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	return st
 }

@@ -20,7 +20,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
-	libvirtimage "banlieue.io/banlieue/internal/provider/libvirt/image"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/test/jobrunner"
@@ -82,7 +82,7 @@ func TestImagePipeline(t *testing.T) {
 		})
 		r, _ := row(img, "lab")
 		// Imports are named by content, so a rebuilt artifact never replaces a base in use.
-		volume := libvirtimage.ArtifactVolumeName(imageName, want, false)
+		volume := providerlibvirt.ArtifactVolumeName(imageName, want, false)
 		if r.Reason != banlieuev1.ReasonReconciled || r.ResolvedRef != volume || len(r.Zones) != len(pools) {
 			t.Fatalf("row = %+v, want resolvedRef %s", r, volume)
 		}
@@ -221,7 +221,7 @@ func TestImagePipeline(t *testing.T) {
 			}
 		}
 		want := testenv.FileSHA256(t, iso)
-		volume := libvirtimage.ArtifactVolumeName("installer", want, true)
+		volume := providerlibvirt.ArtifactVolumeName("installer", want, true)
 		if r, _ := row(img, "lab"); r.ResolvedRef != volume {
 			t.Errorf("row = %+v, want resolvedRef %s", r, volume)
 		}

@@ -52,7 +52,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{0, 32 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, img.Name, "cirros.raw", src)
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
-		volume := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
+		volume := providerlibvirt.ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
 		if row.ResolvedRef != volume || row.Reason != banlieuev1.ReasonReconciled || len(row.Zones) != 2 {
 			t.Fatalf("row = %+v", row)
 		}
@@ -81,7 +81,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 		first := s.jobUIDs(ctx, t, "cirros")
 		src := writeFile(t, filepath.Join(artifacts, "cirros.raw"), 64<<20, []int64{16 << 20}, 1<<20)
 		s.publishArtifact(ctx, t, "cirros", "cirros.raw", src)
-		want := ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
+		want := providerlibvirt.ArtifactVolumeName("cirros", testenv.FileSHA256(t, src), false)
 		// The old row stays Ready until the pass after the stale Jobs are gone: waiting for new
 		// Job UIDs alone can catch it in between.
 		row := s.waitRow(ctx, t, "cirros", "lab", func(r banlieuev1.ProviderImageStatus) bool {
@@ -103,7 +103,7 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			ImportFrom: "https://images.example/broken.img"})
 		src := writeFile(t, filepath.Join(artifacts, "broken.raw"), 1<<20, []int64{0}, 1<<20)
 		s.publishArtifact(ctx, t, img.Name, "broken.raw", src)
-		volume := ArtifactVolumeName("broken", testenv.FileSHA256(t, src), false)
+		volume := providerlibvirt.ArtifactVolumeName("broken", testenv.FileSHA256(t, src), false)
 		// The artifact changes after publication: the import's checksum check must refuse it.
 		writeFile(t, src, 1<<20, []int64{0}, 1<<20)
 		// The row is ImportFailed from the first failed zone on; wait for both, each Job's

@@ -21,6 +21,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -49,9 +50,9 @@ func (o ImportOptions) volumeName() (string, error) {
 		flag, name = "--vmimage", defaultVolumeName(o.VMImage, strings.EqualFold(filepath.Ext(o.Source), ".iso"))
 	}
 	switch {
-	case len(name) > maxVolumeName:
+	case len(name) > providerlibvirt.MaxVolumeName:
 		return "", fmt.Errorf("invalid %s: volume name %q is %d characters, more than the %d a machine's boot volume may have",
-			flag, name, len(name), maxVolumeName)
+			flag, name, len(name), providerlibvirt.MaxVolumeName)
 	case strings.ContainsAny(name, "/\x00") || name == "." || name == "..":
 		return "", fmt.Errorf("invalid %s: %q is not a volume name", flag, name)
 	}

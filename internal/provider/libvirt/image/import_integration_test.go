@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -159,7 +160,7 @@ func TestImportAgainstLabHost(t *testing.T) {
 
 	t.Run("a stranger's volume at the computed name is refused and untouched", func(t *testing.T) {
 		// The name an import Job would be given for this artifact.
-		name := ArtifactVolumeName("stranger", denseSum.Hex, false)
+		name := providerlibvirt.ArtifactVolumeName("stranger", denseSum.Hex, false)
 		s.writeVolume(ctx, t, pool, name, []byte("not banlieue's"))
 		before := s.volumeState(ctx, t, pool, name)
 		_, err := run(ImportOptions{VMImage: "stranger", Source: dense, VolumeName: name, Checksum: denseSum.String()})
@@ -176,7 +177,7 @@ func TestImportAgainstLabHost(t *testing.T) {
 		}
 
 		// A file put into the pool behind libvirt's back is not listed, yet not overwritten.
-		hidden := ArtifactVolumeName("hidden", denseSum.Hex, false)
+		hidden := providerlibvirt.ArtifactVolumeName("hidden", denseSum.Hex, false)
 		path := filepath.Join(s.lab.Dir, "pools", pool.Name, hidden)
 		if err := os.WriteFile(path, []byte("copied in by hand"), 0o600); err != nil {
 			t.Fatal(err)

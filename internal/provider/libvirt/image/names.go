@@ -6,45 +6,18 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 )
-
-// maxVolumeName is the longest volume name banlieue writes: a LibvirtMachine's
-// spec.bootSource.volume admits 200 characters, and a base no machine can name is of no use.
-const maxVolumeName = 200
-
-// volumeDigestChars is how much of the artifact's sha256 an import volume's name carries: 64
-// bits, so two artifacts of one VMImage do not share a volume by chance.
-const volumeDigestChars = 16
 
 // hashChars is the length of the hash that makes a sanitised or cut Kubernetes name unique.
 const hashChars = 10
 
-// ArtifactVolumeName is the volume an import Job writes a VMImage's artifact into, on every
-// pool: `<vmimage>-<first 16 hex of the artifact's sha256>.raw` (`.iso` for an ISO). Named by
-// content, a rebuilt artifact lands in a volume of its own, and the base that existing overlays
-// back onto is never rewritten. Stripping the fixed-length suffix gives the VMImage name back,
-// so two VMImages (`foo` and `foo.raw`) never share a volume. A VMImage name too long to fit
-// the 200 characters keeps its first 162, then `_` and 16 hex of the whole name's sha256:
-// Kubernetes names never contain `_`, so a shortened name cannot equal one kept whole.
-func ArtifactVolumeName(vmimage, sha256Hex string, iso bool) string {
-	suffix := "-" + sha256Hex[:volumeDigestChars] + extension(iso)
-	if len(vmimage)+len(suffix) > maxVolumeName {
-		keep := maxVolumeName - len(suffix) - 1 - volumeDigestChars
-		vmimage = vmimage[:keep] + "_" + hashOf(volumeDigestChars, vmimage)
-	}
-	return vmimage + suffix
-}
-
 // defaultVolumeName is the volume of a by-hand import without --volume-name: a name that stays
 // the same across artifacts, for a BackingFile VMImage to point at. The extension is always
 // appended, so that `foo` and `foo.raw` do not share a volume here either.
-func defaultVolumeName(vmimage string, iso bool) string { return vmimage + extension(iso) }
-
-func extension(iso bool) string {
-	if iso {
-		return ".iso"
-	}
-	return ".raw"
+func defaultVolumeName(vmimage string, iso bool) string {
+	return vmimage + providerlibvirt.ImageExtension(iso)
 }
 
 // ImportJobName is the import Job of one VMImage, Provider and pool: `import-<vmimage>-<provider>-<pool>`

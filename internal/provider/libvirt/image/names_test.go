@@ -11,45 +11,6 @@ import (
 
 const digestA = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func TestArtifactVolumeName(t *testing.T) {
-	long := strings.Repeat("a", 253)
-	for _, tc := range []struct {
-		image string
-		iso   bool
-		want  string
-	}{
-		{"ubuntu", false, "ubuntu-0123456789abcdef.raw"},
-		{"ubuntu.raw", false, "ubuntu.raw-0123456789abcdef.raw"},
-		{"win", true, "win-0123456789abcdef.iso"},
-		{"win.iso", true, "win.iso-0123456789abcdef.iso"},
-		{strings.Repeat("b", 179), false, strings.Repeat("b", 179) + "-0123456789abcdef.raw"},
-		{long, false, strings.Repeat("a", 162) + "_" + hashOf(16, long) + "-0123456789abcdef.raw"},
-	} {
-		got := ArtifactVolumeName(tc.image, digestA, tc.iso)
-		if got != tc.want {
-			t.Errorf("ArtifactVolumeName(%q, %v) = %q, want %q", tc.image, tc.iso, got, tc.want)
-		}
-		if len(got) > maxVolumeName {
-			t.Errorf("ArtifactVolumeName(%q) is %d characters", tc.image, len(got))
-		}
-	}
-	// Distinct VMImages, or distinct artifacts of one, never share a volume, however long.
-	seen := map[string]string{}
-	for _, image := range []string{"foo", "foo.raw", "foo-raw", "foo.raw.raw", "foo-0123456789abcdef",
-		strings.Repeat("c", 179), strings.Repeat("c", 180), long, long[:252] + "b", long[:200] + "x" + long[201:]} {
-		for _, digest := range []string{digestA, strings.Repeat("f", 64)} {
-			for _, iso := range []bool{false, true} {
-				v := ArtifactVolumeName(image, digest, iso)
-				key := image + " " + digest[:1] + " " + map[bool]string{true: "iso", false: "raw"}[iso]
-				if other, dup := seen[v]; dup {
-					t.Errorf("%s and %s share volume %s", key, other, v)
-				}
-				seen[v] = key
-			}
-		}
-	}
-}
-
 func TestDefaultVolumeName(t *testing.T) {
 	for _, tc := range []struct {
 		o    ImportOptions

@@ -27,7 +27,7 @@ import (
 // moves to it; machines built on the previous volume keep their overlays backing onto it. Such
 // an old base is deleted only when no volume of its pool backs onto it and no LibvirtMachine
 // of the Provider names it, and only when banlieue can prove it wrote it: its name is this
-// VMImage's ArtifactVolumeName for the digest its complete marker records. Whatever cannot be
+// VMImage's providerlibvirt.ArtifactVolumeName for the digest its complete marker records. Whatever cannot be
 // established in a pass (an API or libvirt call failing, a marker not readable, a pool too
 // large to scan) keeps every base of the pool for that pass.
 
@@ -51,35 +51,6 @@ type oldBase struct {
 	digest string
 }
 
-// artifactVolumeDigest returns the digest digits of name when name is
-// ArtifactVolumeName(vmimage, <digest>, iso) for some 16 lower-case hex digits and kind. The
-// name is rebuilt and compared whole, so a volume of another VMImage (`foo.raw` against `foo`,
-// `foo-0123456789abcdef` against `foo`) never matches: the suffix has a fixed length.
-func artifactVolumeDigest(vmimage, name string) (string, bool) {
-	const ext = len(".raw")
-	if len(name) < 1+volumeDigestChars+ext {
-		return "", false
-	}
-	kind := name[len(name)-ext:]
-	digest := name[len(name)-ext-volumeDigestChars : len(name)-ext]
-	if kind != ".raw" && kind != ".iso" || !isLowerHex(digest) {
-		return "", false
-	}
-	if ArtifactVolumeName(vmimage, digest, kind == ".iso") != name {
-		return "", false
-	}
-	return digest, true
-}
-
-func isLowerHex(s string) bool {
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return s != ""
-}
-
 // oldBaseCandidates are the pool's volumes named as imports of vmimage, but current, that
 // have a marker volume next to them. A volume without one is not provably banlieue's: another
 // tool's, or (see deleteOldBase) one whose deletion was cut after its marker went; either way
@@ -94,7 +65,7 @@ func oldBaseCandidates(vmimage, current string, vols []libvirt.StorageVol) []old
 		if v.Name == current {
 			continue
 		}
-		digest, ok := artifactVolumeDigest(vmimage, v.Name)
+		digest, ok := providerlibvirt.ArtifactVolumeDigest(vmimage, v.Name)
 		if !ok {
 			continue
 		}
@@ -510,7 +481,7 @@ func (r *Reconciler) machineImages(ctx context.Context, o client.Object) []recon
 	}
 	var reqs []reconcile.Request
 	for _, img := range list.Items {
-		if _, ok := artifactVolumeDigest(img.Name, m.Spec.BootSource.Volume); ok {
+		if _, ok := providerlibvirt.ArtifactVolumeDigest(img.Name, m.Spec.BootSource.Volume); ok {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Name: img.Name}})
 		}
 	}

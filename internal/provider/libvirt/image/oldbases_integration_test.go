@@ -14,6 +14,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -41,12 +42,12 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 	// that is not banlieue's; with a complete banlieue marker of another digest than the
 	// name's (a by-hand import under such a --volume-name).
 	strangers := map[string]string{}
-	noMarker := ArtifactVolumeName(image, randomHex(32), false)
+	noMarker := providerlibvirt.ArtifactVolumeName(image, randomHex(32), false)
 	s.writeVolume(ctx, t, pool, noMarker, []byte("another tool's disk"))
-	foreignMarker := ArtifactVolumeName(image, randomHex(32), false)
+	foreignMarker := providerlibvirt.ArtifactVolumeName(image, randomHex(32), false)
 	s.writeVolume(ctx, t, pool, foreignMarker, []byte("another tool's disk"))
 	s.writeVolume(ctx, t, pool, markerName(foreignMarker), []byte("not a digest\n"))
-	otherDigest := ArtifactVolumeName(image, randomHex(32), false)
+	otherDigest := providerlibvirt.ArtifactVolumeName(image, randomHex(32), false)
 	s.writeVolume(ctx, t, pool, otherDigest, []byte("imported by hand"))
 	s.writeVolume(ctx, t, pool, markerName(otherDigest), markerContent(complete, checksum.Digest{Alg: "sha256", Hex: randomHex(32)}))
 	for _, name := range []string{noMarker, foreignMarker, markerName(foreignMarker), otherDigest, markerName(otherDigest)} {
@@ -58,7 +59,7 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 		t.Helper()
 		writeFile(t, src, 8<<20, []int64{offset}, 1<<20)
 		sum = testenv.FileSHA256(t, src)
-		volume = ArtifactVolumeName(image, sum, false)
+		volume = providerlibvirt.ArtifactVolumeName(image, sum, false)
 		s.publishArtifact(ctx, t, image, "gc.raw", src)
 		s.waitRow(ctx, t, image, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready && r.ResolvedRef == volume })
 		s.assertImported(ctx, t, pool, volume, src)

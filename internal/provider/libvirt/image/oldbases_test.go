@@ -10,58 +10,28 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 const digestB = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
-
-func TestArtifactVolumeDigest(t *testing.T) {
-	long := strings.Repeat("a", 253)
-	for _, tc := range []struct {
-		image, name, digest string
-	}{
-		{"ubuntu", ArtifactVolumeName("ubuntu", digestA, false), digestA[:16]},
-		{"ubuntu", ArtifactVolumeName("ubuntu", digestB, true), digestB[:16]},
-		{long, ArtifactVolumeName(long, digestA, false), digestA[:16]},
-		// Another VMImage's import volumes are never this one's.
-		{"foo", ArtifactVolumeName("foo.raw", digestA, false), ""},
-		{"foo", ArtifactVolumeName("foo-0123456789abcdef", digestA, false), ""},
-		{"foo.raw", ArtifactVolumeName("foo", digestA, false), ""},
-		{long, ArtifactVolumeName(long[:252]+"b", digestA, false), ""},
-		// A by-hand import's default name of VMImage foo-0123456789abcdef looks like one.
-		{"foo", "foo-0123456789abcdef.raw", "0123456789abcdef"},
-		// Not the scheme: upper-case or non-hex digits, other extensions, markers, short.
-		{"foo", "foo-0123456789ABCDEF.raw", ""},
-		{"foo", "foo-0123456789abcdeg.raw", ""},
-		{"foo", "foo-0123456789abcdef.qcow2", ""},
-		{"foo", "foo-0123456789abcdef.raw.sha256", ""},
-		{"foo", "foo.raw", ""},
-		{"foo", "-0123456789abcdef.raw", ""},
-		{"foo", "", ""},
-	} {
-		got, ok := artifactVolumeDigest(tc.image, tc.name)
-		if got != tc.digest || ok != (tc.digest != "") {
-			t.Errorf("artifactVolumeDigest(%.20q, %q) = %q, %v; want %q", tc.image, tc.name, got, ok, tc.digest)
-		}
-	}
-}
 
 func vol(name string) libvirt.StorageVol {
 	return libvirt.StorageVol{Pool: "p", Name: name, Key: "/pools/p/" + name}
 }
 
 func TestOldBaseCandidates(t *testing.T) {
-	current := ArtifactVolumeName("img", digestB, false)
-	old := ArtifactVolumeName("img", digestA, false)
-	oldISO := ArtifactVolumeName("img", digestA, true)
-	unmarked := ArtifactVolumeName("img", strings.Repeat("1", 64), false)
+	current := providerlibvirt.ArtifactVolumeName("img", digestB, false)
+	old := providerlibvirt.ArtifactVolumeName("img", digestA, false)
+	oldISO := providerlibvirt.ArtifactVolumeName("img", digestA, true)
+	unmarked := providerlibvirt.ArtifactVolumeName("img", strings.Repeat("1", 64), false)
 	vols := []libvirt.StorageVol{
 		vol(current), vol(markerName(current)),
 		vol(oldISO), vol(markerName(oldISO)),
 		vol(old), vol(markerName(old)),
 		vol(unmarked), // a stranger's, or one whose marker went first
-		vol(markerName(ArtifactVolumeName("img", strings.Repeat("2", 64), false))), // a marker alone
-		vol(ArtifactVolumeName("img.raw", digestA, false)), vol(markerName(ArtifactVolumeName("img.raw", digestA, false))),
+		vol(markerName(providerlibvirt.ArtifactVolumeName("img", strings.Repeat("2", 64), false))), // a marker alone
+		vol(providerlibvirt.ArtifactVolumeName("img.raw", digestA, false)), vol(markerName(providerlibvirt.ArtifactVolumeName("img.raw", digestA, false))),
 		vol("vm-os.qcow2"),
 	}
 	got := oldBaseCandidates("img", current, vols)
@@ -74,7 +44,7 @@ func TestOldBaseCandidates(t *testing.T) {
 }
 
 func TestDecideOldBases(t *testing.T) {
-	b := oldBase{vol: vol(ArtifactVolumeName("img", digestA, false)), digest: digestA[:16]}
+	b := oldBase{vol: vol(providerlibvirt.ArtifactVolumeName("img", digestA, false)), digest: digestA[:16]}
 	b.marker = vol(markerName(b.vol.Name))
 	good := markerFacts{ok: true, state: complete, digest: checksum.Digest{Alg: "sha256", Hex: digestA}}
 	all := func(edit func(*baseEvidence)) baseEvidence {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -40,7 +41,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		s.publishArtifact(ctx, t, img.Name, "reimg.raw", src)
 		row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
 		oldBase := row.ResolvedRef
-		if oldBase != ArtifactVolumeName("reimg", oldSum, false) {
+		if oldBase != providerlibvirt.ArtifactVolumeName("reimg", oldSum, false) {
 			t.Fatalf("row names %s", oldBase)
 		}
 		// A machine built on it: its OS disk is a qcow2 overlay whose backing file is the base.
@@ -60,7 +61,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		row = s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool {
 			return r.Ready && r.ResolvedRef != oldBase
 		})
-		if want := ArtifactVolumeName("reimg", newSum, false); row.ResolvedRef != want {
+		if want := providerlibvirt.ArtifactVolumeName("reimg", newSum, false); row.ResolvedRef != want {
 			t.Fatalf("row names %s, want %s", row.ResolvedRef, want)
 		}
 		s.assertImported(ctx, t, pool, row.ResolvedRef, src)
@@ -87,7 +88,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 		for name, src := range srcs {
 			row := s.waitRow(ctx, t, name, "lab", func(r banlieuev1.ProviderImageStatus) bool { return r.Ready })
 			refs[name] = row.ResolvedRef
-			if want := ArtifactVolumeName(name, testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
+			if want := providerlibvirt.ArtifactVolumeName(name, testenv.FileSHA256(t, src), false); row.ResolvedRef != want {
 				t.Errorf("VMImage %s: row names %s, want %s", name, row.ResolvedRef, want)
 			}
 		}
@@ -102,7 +103,7 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 	t.Run("a stranger's volume at the computed name is refused and untouched", func(t *testing.T) {
 		img := s.createImage(ctx, t, "squat", urlSource("squat"))
 		src := writeFile(t, filepath.Join(artifacts, "squat.raw"), 1<<20, []int64{0}, 1<<20)
-		name := ArtifactVolumeName("squat", testenv.FileSHA256(t, src), false)
+		name := providerlibvirt.ArtifactVolumeName("squat", testenv.FileSHA256(t, src), false)
 		s.writeVolume(ctx, t, pool, name, []byte("another tool's disk"))
 		before := s.volumeState(ctx, t, pool, name)
 		s.publishArtifact(ctx, t, img.Name, "squat.raw", src)
@@ -213,7 +214,7 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		if got.UID != foreign.UID || got.ResourceVersion != foreign.ResourceVersion {
 			t.Errorf("the foreign Job was replaced or changed (uid %s, resourceVersion %s → %s)", got.UID, foreign.ResourceVersion, got.ResourceVersion)
 		}
-		if _, ok := s.volumes(ctx, t, pools[1])[ArtifactVolumeName("squatted", testenv.FileSHA256(t, src), false)]; ok {
+		if _, ok := s.volumes(ctx, t, pools[1])[providerlibvirt.ArtifactVolumeName("squatted", testenv.FileSHA256(t, src), false)]; ok {
 			t.Errorf("pool %s holds the image though only the foreign Job has its name", names[1])
 		}
 	})

@@ -9,6 +9,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 )
 
 // libvirtSource is the VMImage's source for this backend. Sources are merge-keyed on the class,
@@ -79,7 +80,7 @@ func artifactSHA256(a *banlieuev1.BuildArtifact) string {
 // artifactVolume is the volume a Ready artifact is imported into on every pool.
 func artifactVolume(img *banlieuev1.VMImage) string {
 	a := img.Status.BuildArtifact
-	return ArtifactVolumeName(img.Name, artifactSHA256(a), a.Kind == banlieuev1.ArtifactISO)
+	return providerlibvirt.ArtifactVolumeName(img.Name, artifactSHA256(a), a.Kind == banlieuev1.ArtifactISO)
 }
 
 // urlRow folds the pools' zones into the Provider's row: ready when every zone is, the volume
