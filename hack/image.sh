@@ -21,7 +21,8 @@ out=bin/banlieue-image.tar
 
 [[ -s "$ca_bundle" ]] || { echo "image: no CA roots at $ca_bundle (apt-get install ca-certificates)" >&2; exit 1; }
 make --no-print-directory build VERSION="$version" >/dev/null
-go run ./hack/image --binary bin/banlieue --path /banlieue --user 65532:65532 \
+# --path and --user are left at hack/image's defaults: the Dockerfile's (its test checks them).
+go run ./hack/image --binary bin/banlieue \
   --ca-bundle "$ca_bundle" --version "$version" --tag "$image" --out "$out"
 echo "image: wrote $out ($(du -h "$out" | cut -f1))" >&2
 

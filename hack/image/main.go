@@ -29,13 +29,19 @@ type options struct {
 	binary, target, tag, out, user, caBundle, version string
 }
 
+// Banlieue's image, as the Dockerfile describes it; hack/image.sh relies on these defaults.
+const (
+	banlieuePath = "/banlieue"
+	banlieueUser = "65532:65532"
+)
+
 func main() {
 	var o options
 	flag.StringVar(&o.binary, "binary", "", "static binary to pack (required)")
-	flag.StringVar(&o.target, "path", "/banlieue", "path of the binary in the image; also the entrypoint")
+	flag.StringVar(&o.target, "path", banlieuePath, "path of the binary in the image; also the entrypoint")
 	flag.StringVar(&o.tag, "tag", "", "image reference written into the tarball (required)")
 	flag.StringVar(&o.out, "out", "", "tarball to write (required)")
-	flag.StringVar(&o.user, "user", "65532:65532", "numeric uid:gid the image runs as")
+	flag.StringVar(&o.user, "user", banlieueUser, "numeric uid:gid the image runs as")
 	flag.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA roots to install at /"+caPath+" (empty: none)")
 	flag.StringVar(&o.version, "version", "", "org.opencontainers.image.version label (empty: none)")
 	flag.Parse()
