@@ -321,11 +321,10 @@ func installedClusterRole(t *testing.T, n node, path string) string {
 		t.Fatalf("decoding %s: %v", path, err)
 	}
 	existing, err := n.cs.RbacV1().ClusterRoles().Get(t.Context(), role.Name, metav1.GetOptions{})
-	switch {
-	case err == nil:
+	if err == nil {
 		existing.Rules = role.Rules
 		_, err = n.cs.RbacV1().ClusterRoles().Update(t.Context(), existing, metav1.UpdateOptions{})
-	default:
+	} else {
 		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{})
 	}
 	if err != nil {
