@@ -301,7 +301,10 @@ down() {
       done
     done
     for name in $(ctr containers ls -q 2>/dev/null); do ctr containers delete "$name" >/dev/null 2>&1 || true; done
-    for name in $(ctr sandboxes ls -q 2>/dev/null); do ctr sandboxes rm -f "$name" >/dev/null 2>&1 || true; done
+    # `ctr sandboxes ls` has no --quiet: the first column of its table, header skipped.
+    for name in $(ctr sandboxes ls 2>/dev/null | awk 'NR > 1 { print $1 }'); do
+      ctr sandboxes rm -f "$name" >/dev/null 2>&1 || true
+    done
   fi
   stop containerd
   # Shims left behind are ours only if they serve our containerd's socket.
