@@ -34,9 +34,9 @@ const (
 // The provider of banlieue-system/lab, wired as the operator runs it (--provider-name lab
 // --namespace banlieue-system) and acting as the installed provider ClusterRole, decides for
 // itself which machines naming its Provider it serves: a tenant may hand-write a
-// LibvirtMachine that names the shared Provider. The host is unreachable on purpose: a served
-// machine reports the failed connection, a refused one NamespaceNotAllowed, which it can only
-// report when nothing reached for the host first.
+// LibvirtMachine that names the shared Provider. A served machine goes on to the authority
+// check (authority.go), which refuses its unmapped pool; a refused one reports
+// NamespaceNotAllowed before anything else is checked or reached.
 func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -96,9 +96,12 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	admitted, refused, other := machine("team-a", "web-01", sharedNS), machine("team-b", "web-01", sharedNS), machine("team-b", "own", "")
 	env.Create(ctx, t, admitted, refused, other)
 
+	// Served: past the namespace decision, the pass goes on to the authority check, which refuses
+	// pool "default" (no storage class of the Provider maps it) — a reason only a pass that
+	// admitted the namespace can write. The host itself is reached in TestMachineAgainstLabHost.
 	served := func(m *infrav1.LibvirtMachine) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
-		return c != nil && c.Reason == infrav1.ReasonReconcileFailed && strings.Contains(c.Message, "connecting to Provider")
+		return c != nil && c.Reason == infrav1.ReasonNotPermitted && strings.Contains(c.Message, "invalid spec.pool")
 	}
 	notAllowed := func(m *infrav1.LibvirtMachine) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
@@ -107,7 +110,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 			strings.Contains(c.Message, `allowedNamespaces.selector "banlieue.io/lab=allowed"`)
 	}
 
-	t.Run("an admitted namespace's machine is served (the host is tried)", func(t *testing.T) {
+	t.Run("an admitted namespace's machine is served (its host names are checked next)", func(t *testing.T) {
 		waitMachine(ctx, t, env, admitted, "served", served)
 	})
 	t.Run("a namespace the Provider does not admit gets NamespaceNotAllowed and no finalizer", func(t *testing.T) {
