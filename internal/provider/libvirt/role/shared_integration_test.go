@@ -3,13 +3,11 @@ package role
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -48,7 +45,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	} {
 		env.Create(ctx, t, ns)
 	}
-	installProviderRole(ctx, t, env)
+	env.BindInstalledClusterRole(ctx, t, "config/rbac/provider-libvirt/role.yaml", providerUser)
 	provider := func(ns string, a *banlieuev1.AllowedNamespaces) *banlieuev1.Provider {
 		return &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lab"}, Spec: banlieuev1.ProviderSpec{
 			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
@@ -158,21 +155,4 @@ func relabel(ctx context.Context, t *testing.T, env *testenv.Env, name string, l
 	if err := env.Client.Update(ctx, &ns); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// installProviderRole binds the installed provider ClusterRole (config/rbac/provider-libvirt)
-// to providerUser, as the operator binds it to each provider's ServiceAccount.
-func installProviderRole(ctx context.Context, t *testing.T, env *testenv.Env) {
-	t.Helper()
-	raw, err := os.ReadFile("../../../../config/rbac/provider-libvirt/role.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
-	}
-	env.Create(ctx, t, &role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: providerUser},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: providerUser}}})
 }
