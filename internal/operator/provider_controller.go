@@ -62,11 +62,11 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.applyProviderAccounts(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	userDataSecrets, err := machineUserDataSecrets(ctx, r.client, &p)
+	grants, err := r.machineUserDataGrants(ctx, &p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	w := desiredWorkload(&p, &class, r.opts, userDataSecrets)
+	w := desiredWorkload(&p, &class, r.opts, grants)
 	for _, obj := range w.objects() {
 		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)

@@ -31,6 +31,12 @@ package operator
 // grants (userdata.go); the operator never writes them.
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
 //
+// A machine's user-data Secret is granted in the machine's namespace, so the Roles and
+// RoleBindings above are written in tenant namespaces too; a namespace other than the
+// Provider's is granted only while its allowedNamespaces admits it, which the operator decides
+// from the Namespace's labels, read by name (get only: nothing is watched or cached).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+//
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job. The
 // additionalRules are granted only in the build namespace (buildName), so the Jobs are held only
 // there, as a Role: held cluster-wide, they would let a compromised operator run a pod as any
