@@ -62,7 +62,7 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.applyProviderAccounts(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	grants, err := r.machineUserDataGrants(ctx, &p)
+	grants, err := r.machineUserDataGrants(ctx, &p, userDataName(workloadName(class.Name, p.Namespace, p.Name)))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -72,7 +72,7 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
 		}
 	}
-	if err := r.prune(ctx, &p, keepSet(w)); err != nil {
+	if err := r.prune(ctx, &p, keepSet(w), *w.deployment.GetName()); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadApplied, "Reconcile",

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -62,8 +64,9 @@ func userDataGrants(p *banlieuev1.Provider, machines []infrav1.LibvirtMachine, n
 // machineUserDataGrants lists p's machines in every namespace from the cache and reads, past
 // the cache, the labels of each other namespace they are in (its labels now, as the provider
 // reads them), then decides with userDataGrants. A namespace whose labels change is seen on
-// the Provider's next periodic pass.
-func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banlieuev1.Provider) (map[string][]string, error) {
+// the Provider's next periodic pass. A tenant namespace where the grant's name (name) is taken
+// is left out (withoutForeignGrants).
+func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banlieuev1.Provider, name string) (map[string][]string, error) {
 	var machines infrav1.LibvirtMachineList
 	if err := r.client.List(ctx, &machines, client.MatchingFields{machineProviderIndex: client.ObjectKeyFromObject(p).String()}); err != nil {
 		return nil, fmt.Errorf("listing the LibvirtMachines of Provider %s/%s: %w", p.Namespace, p.Name, err)
@@ -80,7 +83,39 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 		}
 		nsLabels[m.Namespace] = ns.Labels
 	}
-	return userDataGrants(p, machines.Items, nsLabels), nil
+	grants := userDataGrants(p, machines.Items, nsLabels)
+	return grants, r.withoutForeignGrants(ctx, p, name, grants)
+}
+
+// withoutForeignGrants drops from grants each namespace other than p's where a Role or
+// RoleBinding named name exists that is not p's (workloadOwner), and reports it: a tenant who
+// may write RBAC in their namespace could have taken the name, and applying would take their
+// object over. In p's own namespace the name is p's like the rest of its workload.
+func (r *providerReconciler) withoutForeignGrants(ctx context.Context, p *banlieuev1.Provider, name string, grants map[string][]string) error {
+	for _, ns := range slices.Sorted(maps.Keys(grants)) {
+		if ns == p.Namespace {
+			continue
+		}
+		for _, kind := range []string{"RoleList", "RoleBindingList"} {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(kind))
+			// list, not get: the operator lists RBAC objects for pruning and needs no more.
+			if err := r.apiReader.List(ctx, list, client.InNamespace(ns), client.MatchingFields{"metadata.name": name}); err != nil {
+				return fmt.Errorf("looking for %s %s/%s: %w", strings.TrimSuffix(kind, "List"), ns, name, err)
+			}
+			if len(list.Items) == 0 {
+				continue
+			}
+			if owner, ok := workloadOwner(&list.Items[0]); !ok || owner != client.ObjectKeyFromObject(p) {
+				r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonUserDataGrantConflict, "Reconcile",
+					"%s %s/%s exists and is not this Provider's: its machines' user-data in namespace %s is not granted; rename or delete it",
+					strings.TrimSuffix(kind, "List"), ns, name, ns)
+				delete(grants, ns)
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // userDataName names the Role and RoleBinding that grant a provider its machines' user-data

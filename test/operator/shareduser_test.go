@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ func TestSharedProviderUserData(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"banlieue.io/lab": "allowed"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "team-c"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-d", Labels: map[string]string{"banlieue.io/lab": "allowed"}}},
 	} {
 		if err := admin.Create(ctx, ns); err != nil {
 			t.Fatal(err)
@@ -92,6 +94,30 @@ func TestSharedProviderUserData(t *testing.T) {
 		t.Errorf("%d operator Roles in team-c, which no Provider admits", n)
 	}
 
+	t.Run("a grant's name taken in a tenant namespace is left alone and reported", func(t *testing.T) {
+		// team-d's admin holds the name the operator would give the grant there.
+		taken := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: workloadOf(ctx, t, admin, shared) + "-userdata", Namespace: "team-d"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+		tenants := userdata.SecretName("tenants")
+		for _, obj := range []client.Object{taken, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tenants, Namespace: "team-d"}},
+			onShared(userDataMachine("team-d", "tenants", "lab", tenants))} {
+			if err := admin.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testenv.Eventually(t, 30*time.Second, "UserDataGrantConflict event", func() error {
+			return hasEvent(ctx, admin, systemNs, "lab", banlieuev1.ReasonUserDataGrantConflict, "team-d")
+		})
+		var got rbacv1.Role
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(taken), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Rules, taken.Rules) || got.Labels[banlieuev1.LabelManagedBy] != "" {
+			t.Errorf("the tenant's Role was taken over: labels %v, rules %+v", got.Labels, got.Rules)
+		}
+		forbidden(t, "shared provider reads team-d's machine Secret through a Role it does not own", get(sharedSA, "team-d", tenants))
+	})
+
 	t.Run("the grant goes with the machine", func(t *testing.T) {
 		if err := admin.Delete(ctx, userDataMachine("team-a", "web", "lab", "")); err != nil {
 			t.Fatal(err)
@@ -105,6 +131,10 @@ func TestSharedProviderUserData(t *testing.T) {
 			}
 			return nil
 		})
+		// Withdrawing a grant is routine, not the pruning of an earlier workload.
+		if err := hasEvent(ctx, admin, systemNs, "lab", banlieuev1.ReasonWorkloadPruned, ""); err == nil {
+			t.Error("withdrawing team-a's grant was reported as WorkloadPruned")
+		}
 	})
 
 	t.Run("the tenant namespace's Role and RoleBinding go with the Provider", func(t *testing.T) {
