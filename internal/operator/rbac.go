@@ -27,8 +27,8 @@ package operator
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
 //
-// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's Role
-// grants (userdata.go); the operator never writes them.
+// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's grants
+// give it (userdata.go); the operator never writes them.
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
 //
 // A machine's user-data Secret is granted in the machine's namespace, so the Roles and
