@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,18 +73,26 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 		return nil, fmt.Errorf("listing the LibvirtMachines of Provider %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	nsLabels := map[string]map[string]string{}
+	gone := map[string]bool{}
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		if _, seen := nsLabels[m.Namespace]; seen || m.Namespace == p.Namespace || m.Spec.UserDataSecretRef == nil {
+		if _, seen := nsLabels[m.Namespace]; seen || gone[m.Namespace] || m.Namespace == p.Namespace || m.Spec.UserDataSecretRef == nil {
 			continue
 		}
 		var ns corev1.Namespace
-		if err := r.apiReader.Get(ctx, client.ObjectKey{Name: m.Namespace}, &ns); err != nil {
+		err := r.apiReader.Get(ctx, client.ObjectKey{Name: m.Namespace}, &ns)
+		switch {
+		case apierrors.IsNotFound(err):
+			// The cache still holds machines of a namespace that is gone: nothing to grant there.
+			gone[m.Namespace] = true
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("reading Namespace %s for Provider %s/%s's allowedNamespaces: %w", m.Namespace, p.Namespace, p.Name, err)
 		}
 		nsLabels[m.Namespace] = ns.Labels
 	}
-	grants := userDataGrants(p, machines.Items, nsLabels)
+	present := slices.DeleteFunc(machines.Items, func(m infrav1.LibvirtMachine) bool { return gone[m.Namespace] })
+	grants := userDataGrants(p, present, nsLabels)
 	return grants, r.withoutForeignGrants(ctx, p, name, grants)
 }
 
