@@ -71,8 +71,10 @@ func set(words ...string) map[string]bool {
 	return m
 }
 
-func isIdentStart(c byte) bool { return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-func isIdent(c byte) bool      { return isIdentStart(c) || c >= '0' && c <= '9' }
+func isIdentStart(c byte) bool {
+	return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
 
 // skipString returns the index just past the string literal opening at i (backslash escapes
 // count in "…" and '…', not in `…`).
