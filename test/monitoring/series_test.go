@@ -103,7 +103,7 @@ var roles = []struct {
 	{"operator", []string{"operator"}, `banlieue_reconcile_duration_seconds_count{controller="operator-provider"}`},
 	{"imagebuilder", []string{"imagebuilder"}, `banlieue_reconcile_duration_seconds_count{controller="imagebuilder"}`},
 	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x", "--import-service-account", "x-import"},
-		`banlieue_provider_failure_domains{kind="libvirt",provider="banlieue-system/x"} 0`},
+		`banlieue_provider_failure_domains{backend="libvirt",name="x",namespace="banlieue-system"} 0`},
 }
 
 // TestKitNamesExportedSeries: every metric name in the kit's queries is a sample one of the
