@@ -1,0 +1,175 @@
+// Package monitoring holds the monitoring kit (charts/banlieue/files: the PrometheusRule's
+// alerts and the Grafana dashboard, docs/guides/monitoring.md) to what the binary exports: every
+// metric name a query selects must be a series one of the real roles serves on its /metrics,
+// scraped as the ServiceMonitor does (HTTPS, a token bound to banlieue-metrics-reader) after the
+// roles have reconciled against a real API server (envtest). A renamed or dropped series, or a
+// query with a typo, fails here instead of silently showing "No data" or never firing.
+package monitoring
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// query is one PromQL expression of the kit and where it comes from.
+type query struct{ where, expr string }
+
+func kitFile(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", "banlieue", "files", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// kitQueries are the alert expressions of the PrometheusRule and the dashboard's panel queries.
+func kitQueries(t *testing.T) []query {
+	t.Helper()
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(kitFile(t, "prometheus/rules.yaml"), &rules); err != nil {
+		t.Fatalf("files/prometheus/rules.yaml: %v", err)
+	}
+	var qs []query
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, query{"alert " + r.Alert, r.Expr})
+		}
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(kitFile(t, "dashboards/banlieue.json"), &dashboard); err != nil {
+		t.Fatalf("files/dashboards/banlieue.json: %v", err)
+	}
+	for _, p := range dashboard.Panels {
+		for _, tg := range p.Targets {
+			qs = append(qs, query{"panel " + strconv.Quote(p.Title), tg.Expr})
+		}
+	}
+	return qs
+}
+
+// objects give every role something to reconcile (as test/readonlyfs does): the controller the
+// example VirtualMachine, the operator a Provider and its class, the imagebuilder the example's
+// VMImage, the provider its Provider x, whose Secret is missing, so it publishes 0 failure
+// domains without dialling anything.
+const objects = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: banlieue-system}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: banlieue-imagebuild}
+---
+apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {name: x, namespace: banlieue-system}
+spec:
+  providerClassRef: {name: libvirt}
+  connection:
+    endpoint: qemu+tls://127.0.0.1:1/system
+    credentialsRef: {name: x-credentials-that-do-not-exist}
+    caBundle: {configMapRef: {name: x-ca}}
+`
+
+// roles are the long-running subcommands and a series each exports only once it has done its
+// work, which the scrape waits for.
+var roles = []struct {
+	name  string
+	args  []string
+	ready string
+}{
+	{"controller", []string{"controller"}, `banlieue_reconcile_duration_seconds_count{controller="virtualmachine"}`},
+	{"operator", []string{"operator"}, `banlieue_reconcile_duration_seconds_count{controller="operator-provider"}`},
+	{"imagebuilder", []string{"imagebuilder"}, `banlieue_reconcile_duration_seconds_count{controller="imagebuilder"}`},
+	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x", "--import-service-account", "x-import"},
+		`banlieue_provider_failure_domains{backend="libvirt",name="x",namespace="banlieue-system"} 0`},
+}
+
+// TestKitNamesExportedSeries: every metric name in the kit's queries is a sample one of the
+// running roles exports.
+func TestKitNamesExportedSeries(t *testing.T) {
+	queries := kitQueries(t)
+	if len(queries) < 5 {
+		t.Fatalf("only %d queries in the kit; the files were not read as expected", len(queries))
+	}
+	env := testenv.Start(t)
+	bin := testenv.Banlieue(t)
+	kubeconfig := env.Kubeconfig(t)
+	manifest := filepath.Join(t.TempDir(), "objects.yaml")
+	if err := os.WriteFile(manifest, []byte(objects), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := testenv.RepoRoot()
+	for _, f := range []string{manifest, filepath.Join(root, "examples", "09-providerclass-libvirt.yaml"),
+		filepath.Join(root, "examples", "17-virtualmachine-libvirt.yaml")} {
+		if out, err := env.Kubectl(t, "apply", "--server-side", "-f", f); err != nil {
+			t.Fatalf("kubectl apply %s: %v\n%s", f, err, out)
+		}
+	}
+	reader := env.MetricsReader(t)
+
+	start := time.Now()
+	ports := make([]int, len(roles))
+	procs := make([]*testenv.Process, len(roles))
+	for i, r := range roles {
+		ports[i] = testenv.FreePort(t)
+		args := append(slices.Clone(r.args), "--no-leader-elect", "--health-port", strconv.Itoa(testenv.FreePort(t)),
+			"--metrics-port", strconv.Itoa(ports[i]))
+		procs[i] = testenv.StartRole(t, bin, kubeconfig, args...)
+	}
+	exported := map[string]string{} // sample name -> the first role serving it
+	for i, r := range roles {
+		var body string
+		testenv.Eventually(t, 90*time.Second, r.name+" exporting "+r.ready, func() error {
+			var code int
+			code, body = reader.Get(ports[i])
+			return testenv.Unmet(code == 200 && strings.Contains(body, r.ready),
+				fmt.Sprintf("/metrics answered %d; output:\n%s", code, procs[i].Output()))
+		})
+		for name := range sampleNames(body) {
+			if _, ok := exported[name]; !ok {
+				exported[name] = r.name
+			}
+		}
+	}
+	t.Logf("%d roles reconciled and scraped in %v: %d sample names", len(roles), time.Since(start).Round(time.Millisecond), len(exported))
+
+	checked := 0
+	for _, q := range queries {
+		names := metricNames(q.expr)
+		if len(names) == 0 {
+			t.Errorf("%s: no metric name found in %q; write the query with metric names the check can see", q.where, q.expr)
+		}
+		for _, n := range names {
+			role, ok := exported[n]
+			if !ok {
+				t.Errorf("%s names %s, which no role exports (query %q)", q.where, n, q.expr)
+				continue
+			}
+			checked++
+			t.Logf("%s: %s (from %s)", q.where, n, role)
+		}
+	}
+	t.Logf("%d queries, %d metric names checked", len(queries), checked)
+}
