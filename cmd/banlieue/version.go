@@ -60,6 +60,12 @@ func resolveVersion(stampedVersion, stampedCommit string, info *debug.BuildInfo)
 	return v
 }
 
+// currentVersion is this binary's version, commit and Go version.
+func currentVersion() buildVersion {
+	info, _ := debug.ReadBuildInfo()
+	return resolveVersion(version, commit, info)
+}
+
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -67,8 +73,7 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the banlieue version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info, _ := debug.ReadBuildInfo()
-			v := resolveVersion(version, commit, info)
+			v := currentVersion()
 			out := cmd.OutOrStdout()
 			switch output {
 			case "text":
