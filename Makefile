@@ -1,7 +1,13 @@
 # Developer entry points. Every target works from a fresh clone; tools are pinned in go.mod.
 SHELL := /usr/bin/env bash -o pipefail
 CONTROLLER_GEN := go tool controller-gen
+# What `banlieue version` reports (cmd/banlieue/version.go): the tag when HEAD is tagged (SemVer,
+# e.g. v0.1.0), else tag-distance-commit or the short commit, -dirty with local changes; and the
+# full commit. `make build` is the one way the binary is built, for the lab, the image
+# (hack/image.sh) and the tests (internal/testenv.Banlieue) alike.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BIN ?= bin/banlieue
 ROLES := controller operator imagebuilder provider-libvirt
 
 .PHONY: all
@@ -27,8 +33,8 @@ docs: ## The API reference (docs/reference/api.md) from the generated CRDs.
 	go run ./hack/apidocs
 
 .PHONY: build
-build: ## The banlieue binary, into bin/.
-	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/banlieue ./cmd/banlieue
+build: ## The banlieue binary (static, version and commit stamped), into bin/ (BIN=path elsewhere).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) ./cmd/banlieue
 
 .PHONY: test
 test: ## The whole test suite against real parts (what CI runs).

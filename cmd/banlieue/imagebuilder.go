@@ -80,7 +80,7 @@ func newImagebuilderCommand() *cobra.Command {
 		"namespace of the artifacts PVC and the build Jobs (env BANLIEUE_BUILD_NAMESPACE)")
 	f.StringArrayVar(&selectorFlags, "build-node-selector", nil, "KEY=VALUE node selector of build pods (repeatable)")
 	f.StringArrayVar(&tolerationFlags, "build-toleration", nil, "key[=value]:Effect toleration of build pods (repeatable)")
-	f.StringVar(&buildImage, "build-image", envOr("BANLIEUE_BUILD_IMAGE", "banlieue:"+version),
+	f.StringVar(&buildImage, "build-image", envOr("BANLIEUE_BUILD_IMAGE", "banlieue:"+currentVersion().Version),
 		"image the build Jobs run (env BANLIEUE_BUILD_IMAGE)")
 	f.StringVar(&artifactsPVC, "artifacts-pvc", envOr("BANLIEUE_ARTIFACTS_PVC", "banlieue-artifacts"),
 		"PVC the builds write to (env BANLIEUE_ARTIFACTS_PVC)")

@@ -74,7 +74,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 	f.StringVar(&po.buildNamespace, "build-namespace", envOr("BANLIEUE_BUILD_NAMESPACE", "banlieue-imagebuild"),
 		"namespace of the artifacts PVC and the import Jobs; must equal the imagebuilder's (env BANLIEUE_BUILD_NAMESPACE)")
 	f.StringArrayVar(&po.buildTolerations, "build-toleration", nil, "key[=value]:Effect toleration copied onto import Jobs (repeatable)")
-	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+version),
+	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+currentVersion().Version),
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")

@@ -28,7 +28,7 @@ var built struct {
 	out  []byte
 }
 
-// Banlieue returns ./cmd/banlieue compiled, so a test runs the very binary a Deployment or a Job
+// Banlieue returns ./cmd/banlieue compiled by `make build`, so a test runs the very binary a Deployment or a Job
 // would, subcommand parsing and all. It is built once per test binary, into a directory of this
 // checkout's own under the system temporary directory: no test's TempDir outlives its test, and a
 // fixed path per checkout is overwritten by the next run instead of piling up. The binary is
@@ -50,10 +50,12 @@ func Banlieue(t testing.TB) string {
 			built.err = err
 			return
 		}
-		_ = tmp.Close() // empty: go build replaces it
+		_ = tmp.Close() // empty: the build replaces it
 		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp.Name(), "./cmd/banlieue")
+		// make build, the one way the binary is built (Makefile): static, version and commit
+		// stamped, as the image and the lab run it.
+		cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build", "BIN="+tmp.Name())
 		cmd.Dir = RepoRoot()
 		if built.out, built.err = cmd.CombinedOutput(); built.err != nil {
 			_ = os.Remove(tmp.Name())

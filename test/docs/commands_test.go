@@ -285,39 +285,9 @@ type cmdHelp struct {
 	short       map[string]bool
 }
 
-// binDir holds the banlieue binary built for the tests; TestMain removes it.
-var binDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir) // best effort: a temporary directory
-	}
-	os.Exit(code)
-}
-
-var builtOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "banlieue-docs-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "banlieue")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/banlieue: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 func newCLI(t *testing.T) *cli {
 	t.Helper()
-	bin, err := builtOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &cli{bin: bin, help: map[string]*cmdHelp{}}
+	return &cli{bin: testenv.Banlieue(t), help: map[string]*cmdHelp{}}
 }
 
 var (

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"banlieue.io/banlieue/internal/testenv"
 )
 
 // longRunningRoles are the subcommand paths of the roles docs/operations.md's "Common flags"
@@ -20,11 +22,7 @@ var (
 // flagLines maps each long flag of `banlieue <role> --help` to its help line.
 func flagLines(t *testing.T, role string) map[string]string {
 	t.Helper()
-	bin, err := builtOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bin, append(strings.Fields(role), "--help")...).CombinedOutput()
+	out, err := exec.Command(testenv.Banlieue(t), append(strings.Fields(role), "--help")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("banlieue %s --help: %v\n%s", role, err, out)
 	}

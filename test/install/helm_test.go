@@ -65,15 +65,23 @@ func helmBinary(t *testing.T) string {
 func renderChart(t *testing.T, helm string, args ...string) []byte {
 	t.Helper()
 	start := time.Now()
+	out, errOut, err := helmTemplate(helm, args...)
+	if err != nil {
+		t.Fatalf("helm template %q: %v\n%s", args, err, errOut)
+	}
+	t.Logf("helm template (%d value flags): %d bytes in %v", len(args)/2, len(out), time.Since(start).Round(time.Millisecond))
+	return out
+}
+
+// helmTemplate runs `helm template banlieue charts/banlieue --include-crds` with extra args and
+// returns its output, its error output and how it exited.
+func helmTemplate(helm string, args ...string) ([]byte, string, error) {
 	var out, errOut bytes.Buffer
 	cmd := exec.Command(helm, append([]string{"template", "banlieue", chartDir(), "--include-crds"}, args...)...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm template %q: %v\n%s", args, err, errOut.String())
-	}
-	t.Logf("helm template (%d value flags): %d bytes in %v", len(args)/2, out.Len(), time.Since(start).Round(time.Millisecond))
-	return out.Bytes()
+	err := cmd.Run()
+	return out.Bytes(), errOut.String(), err
 }
 
 func renderKustomize(t *testing.T) []byte {

@@ -1,0 +1,86 @@
+package install
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestChartValuesSchema: charts/banlieue/values.schema.json refuses each bad value before
+// anything renders, with a message that names the value (the path for a wrong type or form, the
+// key for an unknown one), and accepts the defaults, every documented non-default value and the
+// monitoring kit's values.
+func TestChartValuesSchema(t *testing.T) {
+	helm := helmBinary(t)
+	for _, tc := range []struct {
+		set      []string // --set, or --set-string when prefixed with "string:"
+		wantName string   // "" when the values must be accepted
+	}{
+		{set: nil},
+		{set: []string{"controller.replicas=0", "imagebuilder.jobs.cpuLimit=0", "operator.importJobs.cpuLimit=0.5"}},
+		{set: []string{"monitoring.service.enabled=true", "monitoring.serviceMonitor.enabled=true",
+			"monitoring.serviceMonitor.interval=1m", "monitoring.serviceMonitor.labels.release=prom",
+			"monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.release=prom",
+			"monitoring.dashboard.enabled=true", "string:monitoring.dashboard.labels.grafana_dashboard=1"}},
+
+		{set: []string{"controller.replicas=abc"}, wantName: "/controller/replicas"},
+		{set: []string{"operator.replicas=-1"}, wantName: "/operator/replicas"},
+		{set: []string{"log.format=xml"}, wantName: "/log/format"},
+		{set: []string{"log.level=verbose"}, wantName: "/log/level"},
+		{set: []string{"controler.replicas=3"}, wantName: "'controler'"},
+		{set: []string{"operator.importJobs.memoryLimt=1Gi"}, wantName: "'memoryLimt'"},
+		{set: []string{"image.digest=sha256:abc"}, wantName: "/image/digest"},
+		{set: []string{"image.pullPolicy=Sometimes"}, wantName: "/image/pullPolicy"},
+		{set: []string{"image.repository="}, wantName: "/image/repository"},
+		{set: []string{"namespaces.system.podSecurity.enforce=strict"}, wantName: "/namespaces/system/podSecurity/enforce"},
+		{set: []string{"imagebuilder.jobs.deadline=soon"}, wantName: "/imagebuilder/jobs/deadline"},
+		{set: []string{"imagebuilder.limits.maxDiskSize=big"}, wantName: "/imagebuilder/limits/maxDiskSize"},
+		{set: []string{"imagebuilder.limits.allowNetworks[0]=mirror.lan"}, wantName: "/imagebuilder/limits/allowNetworks/0"},
+		{set: []string{"resources.limits.memory=lots"}, wantName: "/resources/limits/memory"},
+		{set: []string{"artifacts.accessModes[0]=ReadWriteSometimes"}, wantName: "/artifacts/accessModes/0"},
+		{set: []string{"providerClass.name=Libvirt_Class"}, wantName: "/providerClass/name"},
+		{set: []string{"nodeSelector.disk=1"}, wantName: "/nodeSelector/disk"},
+		{set: []string{"imagePullSecrets[0].nmae=regcred"}, wantName: "'nmae'"},
+		{set: []string{`podLabels.app\.kubernetes\.io/component=other`}, wantName: "/podLabels/app.kubernetes.io~1component"},
+		{set: []string{"podAnnotations.replicas=2"}, wantName: "/podAnnotations/replicas"},
+		{set: []string{"serviceAccount.annotation.a=b"}, wantName: "'annotation'"},
+		{set: []string{"monitoring.service.enabled=yes"}, wantName: "/monitoring/service/enabled"},
+		{set: []string{"monitoring.servicemonitor.enabled=true"}, wantName: "'servicemonitor'"},
+		{set: []string{"monitoring.serviceMonitor.interval=often"}, wantName: "/monitoring/serviceMonitor/interval"},
+		{set: []string{"monitoring.prometheusRule.labels.enabled=true"}, wantName: "/monitoring/prometheusRule/labels/enabled"},
+		{set: []string{"monitoring.dashboard.folder=banlieue"}, wantName: "'folder'"},
+	} {
+		name := strings.Join(tc.set, ",")
+		if name == "" {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
+			var args []string
+			for _, v := range tc.set {
+				if s, ok := strings.CutPrefix(v, "string:"); ok {
+					args = append(args, "--set-string", s)
+				} else {
+					args = append(args, "--set", v)
+				}
+			}
+			out, errOut, err := helmTemplate(helm, args...)
+			switch {
+			case tc.wantName == "" && err != nil:
+				t.Fatalf("refused: %v\n%s", err, errOut)
+			case tc.wantName == "":
+				if len(parseObjects(t, out)) == 0 {
+					t.Fatal("accepted but rendered nothing")
+				}
+			case err == nil:
+				t.Fatalf("accepted; want a refusal naming %s", tc.wantName)
+			case !strings.Contains(errOut, "values don't meet the specifications of the schema") ||
+				!strings.Contains(errOut, tc.wantName):
+				t.Fatalf("refused with %q; want the schema's refusal naming %s", errOut, tc.wantName)
+			}
+		})
+	}
+
+	// Every documented non-default value (TestChartValues renders them) passes the schema.
+	if _, errOut, err := helmTemplate(helm, nonDefaultValues("sha256:"+strings.Repeat("ab", 32))...); err != nil {
+		t.Errorf("the non-default values are refused: %v\n%s", err, errOut)
+	}
+}
