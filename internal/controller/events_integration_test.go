@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -103,4 +103,3 @@ func eventKeys(evs []eventsv1.Event) []string {
 	slices.Sort(keys)
 	return keys
 }
-

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"testing"
 	"strings"
+	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
