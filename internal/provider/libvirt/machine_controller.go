@@ -59,7 +59,7 @@ type MachineReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.recorder = mgr.GetEventRecorder(recorderName)
+	r.recorder = mgr.GetEventRecorder(RecorderName)
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		m, ok := o.(*infrav1.LibvirtMachine)
 		return ok && r.serves(m)

@@ -10,8 +10,8 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// recorderName is the reporting controller of every event of this role.
-const recorderName = "banlieue-provider-libvirt"
+// RecorderName is the reporting controller of every event of this role, images included.
+const RecorderName = "banlieue-provider-libvirt"
 
 // machineEvent is one transition of a machine's domain worth an event.
 type machineEvent struct {

@@ -64,7 +64,7 @@ type ProviderReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.lost = make(chan event.GenericEvent, 64)
-	r.recorder = mgr.GetEventRecorder(recorderName)
+	r.recorder = mgr.GetEventRecorder(RecorderName)
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
