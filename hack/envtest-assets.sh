@@ -7,6 +7,8 @@
 # Usage: hack/envtest-assets.sh            -> prints the asset directory on stdout (last line)
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue), KUBERNETES_VERSION, ETCD_VERSION
 set -euo pipefail
+# shellcheck source=lib/kubernetes-from-modules.sh
+source "$(dirname "$0")/lib/kubernetes-from-modules.sh"
 
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
@@ -31,40 +33,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export CGO_ENABLED=0
 
-# k8s.io/kubernetes replaces its staging modules with ./staging/src paths, which `go install`
-# refuses. A throw-away module that requires it and points each staging module at its published
-# v0.<minor>.<patch> twin builds the real commands.
-minor_patch="${KUBERNETES_VERSION#v1.}"
-staging_version="v0.$minor_patch"
-mkdir -p "$work/kubernetes"
-cd "$work/kubernetes"
-info_json="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION")"
-upstream_gomod="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$info_json")"
-upstream_info="$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p' <<<"$info_json")"
-release_time="$(sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' "$upstream_info")"
-{
-  printf 'module banlieue.local/kubernetes-binaries\n\n'
-  grep -m1 '^go ' "$upstream_gomod"
-  printf '\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBERNETES_VERSION"
-  awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// { print $1 }' "$upstream_gomod" |
-    while read -r module; do
-      if grep -qE "^[[:space:]]+${module//./\\.} v0\.0\.0([[:space:]]|$)" "$upstream_gomod"; then
-        printf '\t%s => %s %s\n' "$module" "$module" "$staging_version"
-      fi
-    done
-  printf ')\n'
-} >go.mod
-printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >tools.go
-log "resolving Kubernetes $KUBERNETES_VERSION modules"
-go mod tidy >&2
-version_flags=""
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  version_flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor_patch%%.*}"
-  version_flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$release_time"
-done
 log "building kube-apiserver and kubectl (about 10 minutes cold)"
-go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags "all=$version_flags -s -w" \
-  -o "$out/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl >&2
+build_kubernetes_commands "$out" "$KUBERNETES_VERSION" kube-apiserver kubectl
 
 mkdir -p "$work/etcd"
 cd "$work/etcd"

@@ -157,6 +157,10 @@ const (
 	ReasonReconcileSkipped = "ReconcileSkipped"
 	// ReasonProviderClassNotFound: the Provider names a ProviderClass that does not exist.
 	ReasonProviderClassNotFound = "ProviderClassNotFound"
+	// ReasonUserDataGrantConflict: the name of the Role or RoleBinding that grants the
+	// provider its machines' user-data Secrets in a tenant namespace is taken by an object
+	// banlieue does not own; it is left alone and that namespace gets no grant.
+	ReasonUserDataGrantConflict = "UserDataGrantConflict"
 )
 
 // VirtualMachineClaim Bound reasons.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -40,7 +38,7 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 	ctx := context.Background()
 	s := &suite{c: env.Client}
 
-	installControllerRole(ctx, t, env)
+	env.BindInstalledClusterRole(ctx, t, "config/rbac/controller/role.yaml", controllerUser)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
 	opts := testenv.ManagerOptions()
@@ -157,22 +155,6 @@ func (s *suite) namespaceOnce(ctx context.Context, t *testing.T, name string, la
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-}
-
-// installControllerRole binds the installed controller ClusterRole to controllerUser.
-func installControllerRole(ctx context.Context, t *testing.T, env *testenv.Env) {
-	t.Helper()
-	raw, err := os.ReadFile("../../config/rbac/controller/role.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
-	}
-	env.Create(ctx, t, &role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: controllerUser},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: controllerUser}}})
 }
 
 // tenantClient is a client of tenantUser, who holds the built-in edit rules in ns and a

@@ -62,11 +62,11 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.applyProviderAccounts(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	userDataSecrets, err := machineUserDataSecrets(ctx, r.client, &p)
+	grants, err := r.machineUserDataGrants(ctx, &p, userDataName(workloadName(class.Name, p.Namespace, p.Name)))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	w := desiredWorkload(&p, &class, r.opts, userDataSecrets)
+	w := desiredWorkload(&p, &class, r.opts, grants)
 	next, err := fingerprint(w)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -81,7 +81,7 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
 		}
 	}
-	if err := r.prune(ctx, &p, keepSet(w)); err != nil {
+	if err := r.prune(ctx, &p, keepSet(w), *w.deployment.GetName()); err != nil {
 		return ctrl.Result{}, err
 	}
 	if prev != next {

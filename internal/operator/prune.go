@@ -38,9 +38,12 @@ func keepSet(w workload) map[objectKey]bool {
 }
 
 // prune deletes the objects of p's earlier workloads, those a class change or rename left
-// behind, and reports each pruned workload.
-func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool) error {
+// behind, and reports each pruned workload. What it deletes of the current workload (current)
+// is a user-data grant whose namespace has no machine with user-data left (userDataObjects):
+// routine, so not reported.
+func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, keep map[objectKey]bool, current string) error {
 	pruned, err := r.deleteWorkload(ctx, p, keep)
+	delete(pruned, current)
 	for _, instance := range slices.Sorted(maps.Keys(pruned)) {
 		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonWorkloadPruned, "Prune",
 			"pruned workload %s: %s", instance, strings.Join(pruned[instance], ", "))

@@ -27,9 +27,15 @@ package operator
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
 //
-// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's Role
-// grants (userdata.go); the operator never writes them.
+// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's grants
+// give it (userdata.go); the operator never writes them.
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
+//
+// A machine's user-data Secret is granted in the machine's namespace, so the Roles and
+// RoleBindings above are written in tenant namespaces too; a namespace other than the
+// Provider's is granted only while its allowedNamespaces admits it, which the operator decides
+// from the Namespace's labels, read by name (get only: nothing is watched or cached).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 //
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job. The
 // additionalRules are granted only in the build namespace (buildName), so the Jobs are held only

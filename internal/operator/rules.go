@@ -34,15 +34,12 @@ func secretNames(p *banlieuev1.Provider) []string {
 }
 
 // roleRules are the per-instance Role of the provider workload, in the Provider's namespace:
-// its credentials by name, the per-machine user-data Secrets of its machines by name
-// (userDataSecrets, see machineUserDataSecrets), its own leader lease and events. The class's
-// additionalRules go to the build namespace instead (buildName), where the Jobs they are for live.
-func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, userDataSecrets []string) []rbacv1.PolicyRule {
+// its credentials by name, its own leader lease and events. Its machines' user-data Secrets are
+// granted in each machine's namespace instead (userDataObjects), the Provider's own included, and
+// the class's additionalRules in the build namespace (buildName), where the Jobs they are for live.
+func roleRules(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: secretNames(p)},
-	}
-	if len(userDataSecrets) > 0 {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: userDataSecrets})
 	}
 	if caCM, _ := caRefs(p); caCM != "" {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{caCM}})

@@ -53,7 +53,7 @@ func TestRoleRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := roleRules(tt.p, libvirtClass(), nil)
+			got := roleRules(tt.p, libvirtClass())
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("roleRules:\n got %+v\nwant %+v", got, tt.want)
 			}

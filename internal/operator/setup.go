@@ -34,9 +34,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing providers by class: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.LibvirtMachine{}, machineProviderIndex, func(o client.Object) []string {
-		return []string{o.(*infrav1.LibvirtMachine).Spec.ProviderRef.Name}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.LibvirtMachine{}, machineProviderIndex, machineProviderKey); err != nil {
 		return fmt.Errorf("indexing libvirt machines by provider: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("banlieue-operator")
@@ -53,7 +51,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// carry no owner reference.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(providerOfWorkload)).
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
-		// A machine that gains or loses user-data changes its Provider's Role (machineUserDataSecrets).
+		// A machine that gains or loses user-data changes its Provider's grants (machineUserDataGrants).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(userDataRefChanged)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
 		Complete(app.Instrument("operator-provider", providers)); err != nil {

@@ -25,7 +25,9 @@ type workload struct {
 	buildRole          *rbacv1ac.RoleApplyConfiguration
 	buildRoleBinding   *rbacv1ac.RoleBindingApplyConfiguration
 	clusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
-	deployment         *appsv1ac.DeploymentApplyConfiguration
+	// userData are the user-data grants, a Role and RoleBinding per namespace (userDataObjects).
+	userData   []applyObject
+	deployment *appsv1ac.DeploymentApplyConfiguration
 }
 
 // applyObject is what the reconciler needs of an apply configuration: to send it, and to know
@@ -46,8 +48,9 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 }
 
 // desiredWorkload builds the workload of p under class (docs/guides/libvirt-provider.md, "5. What the operator creates for it");
-// userDataSecrets are the user-data Secrets of p's machines its Role lets it read.
-func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options, userDataSecrets []string) workload {
+// userDataGrants are the user-data Secrets of p's machines, by namespace, it may read
+// (userDataGrants).
+func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options, userDataGrants map[string][]string) workload {
 	name := workloadName(class.Name, p.Namespace, p.Name)
 	imp, build := importName(name), buildName(name)
 	wns := workloadNamespace(p, class)
@@ -57,7 +60,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 		serviceAccount: withOwner(corev1ac.ServiceAccount(name, wns).WithLabels(lbls).WithAnnotations(ann), p, wns),
 		importAccount:  withOwner(corev1ac.ServiceAccount(imp, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace),
 		role: withOwner(rbacv1ac.Role(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
-			WithRules(policyRules(roleRules(p, class, userDataSecrets))...),
+			WithRules(policyRules(roleRules(p, class))...),
 		roleBinding: withOwner(rbacv1ac.RoleBinding(name, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", name)).
 			WithSubjects(sa),
@@ -80,6 +83,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 			WithLabels(lbls).WithAnnotations(ann).
 			WithRoleRef(roleRef("ClusterRole", providerClusterRole(class.Spec.Backend))).
 			WithSubjects(sa),
+		userData:   userDataObjects(p, name, lbls, ann, sa, userDataGrants),
 		deployment: deployment(p, class, wns, opts),
 	}
 }
@@ -87,8 +91,9 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 // objects are the workload's objects in the order docs/guides/libvirt-provider.md, "5. What the operator creates for it" applies them: identities and grants
 // before the Deployment, so its pods never start without their permissions.
 func (w workload) objects() []applyObject {
-	return []applyObject{w.serviceAccount, w.importAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
-		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding, w.deployment}
+	objs := []applyObject{w.serviceAccount, w.importAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
+		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding}
+	return append(append(objs, w.userData...), w.deployment)
 }
 
 // ownable is an apply configuration that takes owner references.

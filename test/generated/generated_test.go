@@ -16,7 +16,7 @@ import (
 
 // sources are what the generators read; generated are what they write.
 var (
-	sources   = []string{"api", "internal", "pkg", "charts", "go.mod", "go.sum", "Makefile"}
+	sources   = []string{"api", "internal", "pkg", "charts", "config/admission", "go.mod", "go.sum", "Makefile"}
 	generated = []string{"config/crd/bases", "config/rbac/controller", "config/rbac/operator",
 		"config/rbac/imagebuilder", "config/rbac/provider-libvirt", "api"}
 )

@@ -442,6 +442,11 @@ func TestInstall(t *testing.T) {
 		// Provider's namespace, and the build one carrying examples/09's additionalRules.
 		allowed(t, "operator creates a per-Provider Role", op.Create(ctx, providerRole(), client.DryRunAll))
 		allowed(t, "operator creates the build Role in "+buildNS, op.Create(ctx, buildRole(t), client.DryRunAll))
+		// A shared Provider's machines' user-data Secrets are granted in each machine's namespace,
+		// which the operator decides from that Namespace's labels, read by name.
+		allowed(t, "operator creates a user-data grant Role in a machine's namespace", op.Create(ctx, userDataRole(), client.DryRunAll))
+		allowed(t, "operator gets a Namespace", op.Get(ctx, client.ObjectKey{Name: tenantNS}, &corev1.Namespace{}))
+		forbidden(t, "operator lists Namespaces", op.List(ctx, &corev1.NamespaceList{}))
 		// Its workload objects set blockOwnerDeletion on their Provider.
 		p := provider(t, ctx, c)
 		owned := deployment(tenantNS)
@@ -727,6 +732,17 @@ func buildRole(t *testing.T) *rbacv1.Role {
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-build", Namespace: buildNS},
 		Rules:      class.Spec.AdditionalRules,
+	}
+}
+
+// userDataRole is the operator's user-data grant of a Provider in a machine's namespace
+// (internal/operator/userdata.go): get on the machines' per-machine Secrets, by name.
+func userDataRole() *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-userdata", Namespace: tenantNS},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"userdata-web-0123456789abcdef"}},
+		},
 	}
 }
 

@@ -56,6 +56,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
 	t.Run("a namespace the Provider admits by label runs on it; before the label, nothing reaches the host", func(t *testing.T) { s.testSharedProvider(ctx, t) })
+	t.Run("a shared Provider's machine of another namespace gets its user-data seed", func(t *testing.T) { s.testSharedProviderUserData(ctx, t) })
 	t.Run("a static NIC keeps its MAC; a stranger's seed is refused, an uncommitted own seed replaced", func(t *testing.T) { s.testStaticNICAndStraySeed(ctx, t) })
 	t.Run("a domain defined by hand is never adopted", func(t *testing.T) { s.testForeignDomain(ctx, t) })
 	t.Run("joined names that collide: the second machine is refused", func(t *testing.T) { s.testJoinedNamesCollide(ctx, t) })

@@ -3,13 +3,11 @@ package role
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -34,9 +31,9 @@ const (
 // The provider of banlieue-system/lab, wired as the operator runs it (--provider-name lab
 // --namespace banlieue-system) and acting as the installed provider ClusterRole, decides for
 // itself which machines naming its Provider it serves: a tenant may hand-write a
-// LibvirtMachine that names the shared Provider. The host is unreachable on purpose: a served
-// machine reports the failed connection, a refused one NamespaceNotAllowed, which it can only
-// report when nothing reached for the host first.
+// LibvirtMachine that names the shared Provider. A served machine goes on to the authority
+// check (authority.go), which refuses its unmapped pool; a refused one reports
+// NamespaceNotAllowed before anything else is checked or reached.
 func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -48,7 +45,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	} {
 		env.Create(ctx, t, ns)
 	}
-	installProviderRole(ctx, t, env)
+	env.BindInstalledClusterRole(ctx, t, "config/rbac/provider-libvirt/role.yaml", providerUser)
 	provider := func(ns string, a *banlieuev1.AllowedNamespaces) *banlieuev1.Provider {
 		return &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lab"}, Spec: banlieuev1.ProviderSpec{
 			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
@@ -96,9 +93,12 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	admitted, refused, other := machine("team-a", "web-01", sharedNS), machine("team-b", "web-01", sharedNS), machine("team-b", "own", "")
 	env.Create(ctx, t, admitted, refused, other)
 
+	// Served: past the namespace decision, the pass goes on to the authority check, which refuses
+	// pool "default" (no storage class of the Provider maps it) — a reason only a pass that
+	// admitted the namespace can write. The host itself is reached in TestMachineAgainstLabHost.
 	served := func(m *infrav1.LibvirtMachine) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
-		return c != nil && c.Reason == infrav1.ReasonReconcileFailed && strings.Contains(c.Message, "connecting to Provider")
+		return c != nil && c.Reason == infrav1.ReasonNotPermitted && strings.Contains(c.Message, "invalid spec.pool")
 	}
 	notAllowed := func(m *infrav1.LibvirtMachine) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
@@ -107,7 +107,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 			strings.Contains(c.Message, `allowedNamespaces.selector "banlieue.io/lab=allowed"`)
 	}
 
-	t.Run("an admitted namespace's machine is served (the host is tried)", func(t *testing.T) {
+	t.Run("an admitted namespace's machine is served (its host names are checked next)", func(t *testing.T) {
 		waitMachine(ctx, t, env, admitted, "served", served)
 	})
 	t.Run("a namespace the Provider does not admit gets NamespaceNotAllowed and no finalizer", func(t *testing.T) {
@@ -155,21 +155,4 @@ func relabel(ctx context.Context, t *testing.T, env *testenv.Env, name string, l
 	if err := env.Client.Update(ctx, &ns); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// installProviderRole binds the installed provider ClusterRole (config/rbac/provider-libvirt)
-// to providerUser, as the operator binds it to each provider's ServiceAccount.
-func installProviderRole(ctx context.Context, t *testing.T, env *testenv.Env) {
-	t.Helper()
-	raw, err := os.ReadFile("../../../../config/rbac/provider-libvirt/role.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
-	}
-	env.Create(ctx, t, &role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: providerUser},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: providerUser}}})
 }

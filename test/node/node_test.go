@@ -1,0 +1,359 @@
+//go:build node
+
+// Package node checks that the lab's real node (hack/node.sh) runs banlieue's image, built without
+// a container engine (hack/image.sh), with a real kubelet and containerd: a pod runs to
+// completion and a Deployment of the controller role gets a Ready pod.
+//
+// Build-tagged so `go test ./...` (and CI, which does not start the node yet) leaves it out:
+//
+//	hack/lab.sh up && hack/node.sh up && go test -tags node -count=1 -v ./test/node/
+//
+// With the tag, a node that is not up skips the test (fails it under CI, like every lab test).
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// imageTag is fixed so repeated runs retag one image in the node's containerd instead of piling
+// up one per run.
+const imageTag = "registry.example/banlieue:node-test"
+
+type node struct {
+	cs     kubernetes.Interface
+	config *rest.Config
+	name   string
+	dir    string
+}
+
+// requireNode returns the running node of hack/node.sh, or skips t.
+func requireNode(t *testing.T) node {
+	t.Helper()
+	dir := envOr("BANLIEUE_NODE_DIR", "/var/tmp/banlieue-node")
+	name := envOr("BANLIEUE_NODE_NAME", "banlieue-node")
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kubeconfig); err != nil {
+		testenv.MissingPrerequisite(t, "the real node is not up (no "+kubeconfig+"): run hack/lab.sh up && hack/node.sh up")
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("reading %s: %v", kubeconfig, err)
+	}
+	cs := kubernetes.NewForConfigOrDie(config)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		testenv.MissingPrerequisite(t, fmt.Sprintf("the real node %s is not registered (%v): run hack/node.sh up", name, err))
+	}
+	if !nodeReady(n) {
+		testenv.MissingPrerequisite(t, "the real node "+name+" is not Ready: see hack/node.sh status")
+	}
+	return node{cs: cs, config: config, name: name, dir: dir}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// importImage builds banlieue's image the documented way and loads it into the node.
+func importImage(t *testing.T) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "hack/image.sh"), "import")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "IMAGE="+imageTag)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/image.sh import: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if got := lines[len(lines)-1]; got != imageTag {
+		t.Fatalf("hack/image.sh printed %q, want %q", got, imageTag)
+	}
+	return imageTag
+}
+
+func createNamespace(t *testing.T, n node) string {
+	t.Helper()
+	ns := "node-test-" + testenv.RunID()
+	ctx := t.Context()
+	if _, err := n.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = n.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	// The controller-manager's service account controller creates "default"; pods need it.
+	testenv.Eventually(t, 60*time.Second, "ServiceAccount default in "+ns, func() error {
+		_, err := n.cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	return ns
+}
+
+// restricted is the pod security the installed roles run with (config/manager).
+func restricted(spec corev1.PodSpec) corev1.PodSpec {
+	spec.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	for i := range spec.Containers {
+		spec.Containers[i].ImagePullPolicy = corev1.PullNever
+		spec.Containers[i].SecurityContext = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+	}
+	return spec
+}
+
+func TestVersionPodSucceedsOnTheRealNode(t *testing.T) {
+	n := requireNode(t)
+	image := importImage(t)
+	ns := createNamespace(t, n)
+	ctx := t.Context()
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-version", Namespace: ns},
+		Spec: restricted(corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "banlieue", Image: image, Args: []string{"version"}}},
+		}),
+	}
+	if _, err := n.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod: %v", err)
+	}
+	var got *corev1.Pod
+	testenv.Eventually(t, 2*time.Minute, "pod banlieue-version Succeeded", func() error {
+		var err error
+		if got, err = n.cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if got.Status.Phase == corev1.PodFailed {
+			t.Fatalf("pod failed: %+v", got.Status.ContainerStatuses)
+		}
+		return testenv.Unmet(got.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("phase %s, %+v", got.Status.Phase, got.Status.ContainerStatuses))
+	})
+	if got.Spec.NodeName != n.name {
+		t.Fatalf("pod ran on %q, want the real node %q", got.Spec.NodeName, n.name)
+	}
+	if got.Status.PodIP == "" {
+		t.Fatal("pod has no IP: the CNI bridge did not give it one")
+	}
+	// The kubelet wrote the container's stdout where it keeps pod logs (hack/node.sh's podLogsDir).
+	// Not through the API server yet: envtest's kube-apiserver has no kubelet client credentials.
+	logs := containerLog(t, n, got, "banlieue")
+	if !strings.HasPrefix(logs, "banlieue ") {
+		t.Fatalf("banlieue version printed %q, want it to start with \"banlieue \"", logs)
+	}
+	t.Logf("pod %s/%s on %s (%s): %s", ns, pod.Name, got.Spec.NodeName, got.Status.PodIP, logs)
+}
+
+// TestControllerDeploymentReadyOnTheRealNode runs the controller role from banlieue's image as a
+// Deployment under its installed ClusterRole, until its readiness probe passes.
+func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
+	n := requireNode(t)
+	image := importImage(t)
+	ns := createNamespace(t, n)
+	ctx := t.Context()
+
+	const sa = "banlieue-controller"
+	if _, err := n.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ServiceAccount: %v", err)
+	}
+	role := installedClusterRole(t, n, "config/rbac/controller/role.yaml")
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-controller"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}
+	if _, err := n.cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ClusterRoleBinding: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+	})
+
+	// No kube-proxy yet, so the kubernetes Service's ClusterIP leads nowhere: the pod shares the
+	// host's network and is pointed at the API server's own address. envtest's kube-apiserver
+	// runs without the ServiceAccount admission plugin, so the pod spells out the volume that
+	// plugin would add: the kubelet still requests the token and mounts the cluster CA.
+	host, port := apiServerHostPort(t, n.config)
+	health := testenv.FreePort(t)
+	metrics := testenv.FreePort(t)
+	labels := map[string]string{"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "controller"}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-controller", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: restricted(corev1.PodSpec{
+					ServiceAccountName: sa,
+					HostNetwork:        true,
+					Volumes:            []corev1.Volume{serviceAccountVolume()},
+					Containers: []corev1.Container{{
+						Name:  "controller",
+						Image: image,
+						Args: []string{"controller", "--no-leader-elect", "--log-format=json",
+							"--health-port=" + strconv.Itoa(health), "--metrics-port=" + strconv.Itoa(metrics), "--metrics-secure=false"},
+						Env: []corev1.EnvVar{
+							{Name: "KUBERNETES_SERVICE_HOST", Value: host},
+							{Name: "KUBERNETES_SERVICE_PORT", Value: port},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(health)}},
+							PeriodSeconds: 2,
+						},
+					}},
+				}),
+			},
+		},
+	}
+	if _, err := n.cs.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Deployment: %v", err)
+	}
+	testenv.Eventually(t, 3*time.Minute, "Deployment banlieue-controller with a Ready pod", func() error {
+		d, err := n.cs.AppsV1().Deployments(ns).Get(ctx, deploy.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return testenv.Unmet(d.Status.ReadyReplicas == 1, fmt.Sprintf("ready %d/1: %s", d.Status.ReadyReplicas, podStates(ctx, n, ns)))
+	})
+	pods, err := n.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controller"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("listing the controller's pods: %v (%d pods)", err, len(pods.Items))
+	}
+	if got := pods.Items[0].Spec.NodeName; got != n.name {
+		t.Fatalf("controller pod runs on %q, want the real node %q", got, n.name)
+	}
+	// Ready alone could pass before the role ever reached the API server: its workers start only
+	// once its caches synced, under the ServiceAccount token the kubelet mounted.
+	if logs := containerLog(t, n, &pods.Items[0], "controller"); !strings.Contains(logs, `"msg":"Starting workers"`) {
+		t.Fatalf("the controller pod never started its workers; its log:\n%s", logs)
+	}
+}
+
+// containerLog returns the text a container wrote to stdout and stderr, from the CRI log file the
+// kubelet keeps ("<time> <stream> <tag> <text>" per line).
+func containerLog(t *testing.T, n node, pod *corev1.Pod, container string) string {
+	t.Helper()
+	path := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container, "0.log")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the kubelet's log of %s/%s: %v", pod.Name, container, err)
+	}
+	var text strings.Builder
+	for line := range strings.Lines(string(data)) {
+		fields := strings.SplitN(line, " ", 4)
+		if len(fields) == 4 {
+			text.WriteString(fields[3])
+		}
+	}
+	return strings.TrimSpace(text.String())
+}
+
+func podStates(ctx context.Context, n node, ns string) string {
+	pods, err := n.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "%s %s %+v; ", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+	}
+	return b.String()
+}
+
+// installedClusterRole creates (or keeps) the ClusterRole the repository installs from path and
+// returns its name.
+func installedClusterRole(t *testing.T, n node, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&role); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	existing, err := n.cs.RbacV1().ClusterRoles().Get(t.Context(), role.Name, metav1.GetOptions{})
+	if err == nil {
+		existing.Rules = role.Rules
+		_, err = n.cs.RbacV1().ClusterRoles().Update(t.Context(), existing, metav1.UpdateOptions{})
+	} else {
+		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("installing ClusterRole %s: %v", role.Name, err)
+	}
+	return role.Name
+}
+
+// serviceAccountVolume is the projected volume the ServiceAccount admission plugin adds to pods.
+func serviceAccountVolume() corev1.Volume {
+	return corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+			}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+				{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}},
+			}}},
+		},
+	}}}
+}
+
+func apiServerHostPort(t *testing.T, config *rest.Config) (string, string) {
+	t.Helper()
+	u, err := url.Parse(config.Host)
+	if err != nil {
+		t.Fatalf("parsing the API server address %q: %v", config.Host, err)
+	}
+	return u.Hostname(), u.Port()
+}
