@@ -192,3 +192,30 @@ const (
 	// ReasonMaxReplicasReached: the pool is at its maxReplicas.
 	ReasonMaxReplicasReached = "MaxReplicasReached"
 )
+
+// Event reasons of transitions that no condition reason names (docs/guides/libvirt-provider.md,
+// "Events"). A condition that moves is announced under its own reason (for example Scheduled or
+// NoProviderMatched on a VM, ConnectFailed on a Provider, ImportFailed on a VMImage); these name
+// the rest.
+const (
+	// ReasonMachineCreated: the controller created the VM's backend machine.
+	ReasonMachineCreated = "MachineCreated"
+	// ReasonDomainDefined: the provider defined the machine's domain on the host.
+	ReasonDomainDefined = "DomainDefined"
+	// ReasonDomainStarted: the provider started the machine's domain.
+	ReasonDomainStarted = "DomainStarted"
+	// ReasonDomainStopped: the provider stopped the machine's domain.
+	ReasonDomainStopped = "DomainStopped"
+	// ReasonDomainDestroyed: the provider tore the machine's domain and volumes down.
+	ReasonDomainDestroyed = "DomainDestroyed"
+	// ReasonHostReachable: the provider reached and authenticated to its host again.
+	ReasonHostReachable = "HostReachable"
+	// ReasonImportStarted: the provider started an import Job for the image on its host.
+	ReasonImportStarted = "ImportStarted"
+	// ReasonImportSucceeded: the image is imported on the provider's host.
+	ReasonImportSucceeded = "ImportSucceeded"
+	// ReasonBuildStarted: the imagebuilder started the image's build Job.
+	ReasonBuildStarted = "BuildStarted"
+	// ReasonBuildPublished: the image's artifact is built and published.
+	ReasonBuildPublished = "BuildPublished"
+)

@@ -76,6 +76,9 @@ const (
 	// import Job was created for: with the VMImage's UID in its controller reference, the proof
 	// that a Job of the expected name is banlieue's own.
 	AnnotationImportIdentity = "banlieue.io/import-identity"
+	// AnnotationWorkloadFingerprint is a hash of everything the operator last applied for a
+	// Provider, kept on its Deployment: WorkloadApplied is announced only when it moves.
+	AnnotationWorkloadFingerprint = "banlieue.io/workload-fingerprint"
 
 	// AnnotationClaimSubjectIssuer and AnnotationClaimSubjectID record who holds a claimed
 	// pool member.

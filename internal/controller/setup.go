@@ -79,7 +79,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
 	}
-	if err := b.Complete(app.Instrument("virtualmachine", &virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
+	if err := b.Complete(app.Instrument("virtualmachine", &virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorder("banlieue-controller")})); err != nil {
 		return fmt.Errorf("creating virtualmachine controller: %w", err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -33,6 +34,8 @@ type virtualMachineReconciler struct {
 	// apiReader reads what must not come from the cache: userData sources (get-only RBAC) and
 	// the machines deletion waits for (a stale "absent" would drop the finalizer too early).
 	apiReader client.Reader
+	// recorder emits the VM's transitions (docs/guides/libvirt-provider.md, "Events").
+	recorder events.EventRecorder
 }
 
 // Reconcile reads like every reconciler of banlieue: fetch, then delete or normal; the normal
@@ -151,6 +154,10 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	if refused != nil {
 		notScheduled(vm, status, refused.Reason, refused.Message, refused.Reason)
 		return app.ErrorRetry, nil
+	}
+	if !exists {
+		r.recorder.Eventf(vm, machine, corev1.EventTypeNormal, banlieuev1.ReasonMachineCreated, "Create",
+			"created %s %s on Provider %s, failure domain %s", kind.GVK.Kind, vm.Name, next.ProviderName, next.FailureDomain)
 	}
 
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue,
@@ -318,13 +325,17 @@ func stamped(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlace
 
 // writeStatus applies the whole status with its phase, skipping the request when nothing
 // changed, and then requeues after requeue; a failed write goes to the error policy instead.
+// A written status that moved the Scheduled condition is announced by an event; the write comes
+// first, so a failed write is retried without a second event for one transition.
 func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, requeue time.Duration) (ctrl.Result, error) {
 	status.Phase = vmPhase(vm, status)
 	if !equality.Semantic.DeepEqual(&vm.Status, status) {
+		before := vm.Status.Conditions
 		if err := ssa.ApplyStatus(ctx, r.client, vm, status, banlieuev1.FieldManagerController); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		app.EmitTransition(r.recorder, vm, before, status.Conditions, banlieuev1.ConditionScheduled, "Schedule")
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,10 @@ type Reconciler struct {
 	// Bounds are every build Job's deadline and resources; without a deadline (a Reconciler
 	// made by a test or bench), jobbounds.DefaultBuild.
 	Bounds jobbounds.Bounds
+
+	// recorder announces builds started, published and failed (events.go); set up with the
+	// manager.
+	recorder events.EventRecorder
 }
 
 // SetupWithManager watches VMImages (spec changes only: status is written by three managers,
@@ -66,6 +71,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	case r.ArtifactsPVC == "":
 		return errors.New("imagebuilder: ArtifactsPVC is required")
 	}
+	r.recorder = mgr.GetEventRecorder(recorderName)
 	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[banlieuev1.LabelComponent] == ComponentBuild
 	})
@@ -121,6 +127,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.applyStatus(ctx, &img, artifact); err != nil {
 		return ctrl.Result{}, err
+	}
+	if typ, reason, ok := buildTransition(img.Status.BuildArtifact, artifact); ok {
+		// The message went through applyStatus: bounded, and the source URL redacted.
+		r.recorder.Eventf(&img, nil, typ, reason, "Build", "%s", artifact.Message)
 	}
 	if artifact.Phase == banlieuev1.BuildReady || artifact.Phase == banlieuev1.BuildFailed {
 		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
@@ -205,6 +215,9 @@ func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src
 	if err := ssa.Apply(ctx, r.Client, job, banlieuev1.FieldManagerImagebuilder); err != nil {
 		return nil, fmt.Errorf("creating build Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
+	// Named by the Job alone: the source URL may carry a credential.
+	r.recorder.Eventf(img, job, corev1.EventTypeNormal, banlieuev1.ReasonBuildStarted, "Build",
+		"build Job %s/%s created for a %s artifact", job.Namespace, job.Name, kind)
 	return job, nil
 }
 

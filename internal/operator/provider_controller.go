@@ -67,6 +67,15 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	w := desiredWorkload(&p, &class, r.opts, grants)
+	next, err := fingerprint(w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	prev, err := r.appliedFingerprint(ctx, w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	w.deployment.WithAnnotations(map[string]string{banlieuev1.AnnotationWorkloadFingerprint: next})
 	for _, obj := range w.objects() {
 		if err := r.client.Apply(ctx, obj, client.FieldOwner(banlieuev1.FieldManagerOperator), client.ForceOwnership); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", *obj.GetKind(), *obj.GetName(), err)
@@ -75,8 +84,11 @@ func (r *providerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.prune(ctx, &p, keepSet(w), *w.deployment.GetName()); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadApplied, "Reconcile",
-		"workload %s applied in namespace %s", *w.deployment.GetName(), *w.deployment.GetNamespace())
+	if prev != next {
+		// Only a first or changed apply is news; the 30-second re-apply that repairs nothing is not.
+		r.recorder.Eventf(&p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadApplied, "Reconcile",
+			"workload %s applied in namespace %s (fingerprint %s)", *w.deployment.GetName(), *w.deployment.GetNamespace(), next)
+	}
 	if err := r.applyWorkloadStatus(ctx, &p, w); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -316,6 +318,45 @@ func TestInstall(t *testing.T) {
 		wantRules := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 		if !equality.Semantic.DeepEqual(reader.Rules, wantRules) {
 			t.Errorf("ClusterRole banlieue-metrics-reader rules %+v, want %+v", reader.Rules, wantRules)
+		}
+	})
+
+	// Every role records events (ADR-0106) about objects in any namespace: VMs and machines in
+	// tenant namespaces, cluster-scoped VMImages in default. The events library creates, then
+	// patches a series, through either API group.
+	t.Run("events from every role", func(t *testing.T) {
+		const tenant = "tenant-events"
+		if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{tenant, metav1.NamespaceDefault} {
+			seed := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "install-probe", Namespace: ns},
+				EventTime: metav1.NowMicro(), ReportingController: "banlieue-test", ReportingInstance: "install",
+				Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal,
+				Regarding: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ns, Name: "probe"}}
+			if err := c.admin.Create(ctx, seed); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			for _, role := range roles {
+				as := c.as(t, systemNS, "banlieue-"+role)
+				ev := seed.DeepCopy()
+				ev.Name, ev.ResourceVersion, ev.UID = "install-probe-"+role, "", ""
+				allowed(t, "banlieue-"+role+" creates an events.k8s.io Event in "+ns, as.Create(ctx, ev, client.DryRunAll))
+				allowed(t, "banlieue-"+role+" creates a core Event in "+ns, as.Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{Name: "install-probe-core-" + role, Namespace: ns},
+					InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ns, Name: "probe"}, Reason: "Probe", Type: corev1.EventTypeNormal,
+				}, client.DryRunAll))
+				allowed(t, "banlieue-"+role+" patches an Event's series in "+ns, as.Patch(ctx, seed.DeepCopy(),
+					client.RawPatch(types.MergePatchType, []byte(`{"series":{"count":2,"lastObservedTime":"2026-12-01T00:00:00.000000Z"}}`)), client.DryRunAll))
+			}
+		}
+		var providerRole rbacv1.ClusterRole
+		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole); err != nil {
+			t.Fatal(err)
+		}
+		want := rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}
+		if !slices.ContainsFunc(providerRole.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, want) }) {
+			t.Errorf("ClusterRole banlieue-provider-libvirt lacks %v", want)
 		}
 	})
 

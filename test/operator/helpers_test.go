@@ -122,6 +122,21 @@ func hasEvent(ctx context.Context, c client.Client, ns, regarding, reason, note 
 	return fmt.Errorf("no event %s about %s with note %q among %d events", reason, regarding, note, len(list.Items))
 }
 
+// eventsAbout lists the events.k8s.io Events about the object named regarding with reason.
+func eventsAbout(ctx context.Context, c client.Client, ns, regarding, reason string) ([]eventsv1.Event, error) {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == regarding && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 func ignoreNotFound(err error) error {
 	return client.IgnoreNotFound(err)
 }

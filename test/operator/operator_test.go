@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,6 +307,33 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	testenv.Eventually(t, timeout, "WorkloadApplied event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadApplied, workload)
 	})
+
+	// A pass that applies the same workload is no news: drift the Deployment's replicas, wait
+	// for the operator's pass to put them back, and find the one WorkloadApplied event alone,
+	// with no series (a repeat would have patched series.count to 2).
+	if err := c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	want := *dep.Spec.Replicas
+	dep.Spec.Replicas = ptr.To(want + 4)
+	if err := c.Update(ctx, &dep); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, "the operator's pass repairs the replicas", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep); err != nil {
+			return err
+		}
+		return testenv.Unmet(*dep.Spec.Replicas == want, fmt.Sprintf("replicas %d", *dep.Spec.Replicas))
+	})
+	// The recorder writes asynchronously; give a wrongly emitted event time to land.
+	time.Sleep(3 * time.Second)
+	evs, err := eventsAbout(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadApplied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Series != nil || !strings.Contains(evs[0].Note, dep.Annotations[banlieuev1.AnnotationWorkloadFingerprint]) {
+		t.Errorf("WorkloadApplied events after an unchanged pass = %+v, want the first apply's alone", evs)
+	}
 }
 
 func testGrants(ctx context.Context, t *testing.T, env *testenv.Env, p *banlieuev1.Provider) {
@@ -366,6 +394,15 @@ func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlie
 			return fmt.Errorf("image %s args %q", ctr.Image, ctr.Args)
 		}
 		return nil
+	})
+	// A changed workload is announced, under its new fingerprint.
+	testenv.Eventually(t, timeout, "WorkloadApplied for the new tag", func() error {
+		var dep appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: workload}, &dep); err != nil {
+			return err
+		}
+		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadApplied,
+			"(fingerprint "+dep.Annotations[banlieuev1.AnnotationWorkloadFingerprint]+")")
 	})
 	// Another workload status write has happened once the tag change was applied.
 	testenv.Eventually(t, timeout, "provider conditions kept next to status.workload", func() error {

@@ -7,10 +7,13 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -49,10 +52,14 @@ type MachineReconciler struct {
 	Workers int
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
+
+	// recorder announces the domain's transitions (machine_events.go); set up with the manager.
+	recorder events.EventRecorder
 }
 
 // SetupWithManager registers the reconciler.
 func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.recorder = mgr.GetEventRecorder(RecorderName)
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		m, ok := o.(*infrav1.LibvirtMachine)
 		return ok && r.serves(m)
@@ -115,8 +122,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return r.retry(ctx, &m, err)
 		}
 		r.starts.clear(m.UID)
+		hadFinalizer := controllerutil.ContainsFinalizer(&m, infrav1.FinalizerLibvirtMachine)
 		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 			return ctrl.Result{}, err
+		}
+		if hadFinalizer {
+			// The finalizer's removal is the teardown's last step, done once.
+			r.recorder.Eventf(&m, nil, corev1.EventTypeNormal, banlieuev1.ReasonDomainDestroyed, "Teardown",
+				"domain %s and its volumes removed", m.Spec.DomainName)
 		}
 		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
 		return ctrl.Result{}, nil
@@ -159,6 +172,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
+	emitMachineTransitions(r.recorder, &m, &m.Status, &status)
 	requeue := app.RequeueLong
 	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
 		requeue = app.RequeueDefault

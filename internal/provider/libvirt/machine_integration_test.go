@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,11 +242,22 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 		t.Errorf("user-data = %q, want %q", user, userData)
 	}
 
+	// One event per transition, none for the passes since (the resync is 1 s): a repeat would
+	// show as a series. The recorder writes asynchronously, hence the wait before looking.
+	time.Sleep(3 * time.Second)
+	if got, want := eventKeys(ctx, t, s.env.Client, testNamespace, "web-01"), []string{"Normal/DomainDefined", "Normal/DomainStarted"}; !slices.Equal(got, want) {
+		t.Errorf("events about the machine = %v, want %v", got, want)
+	}
+
 	// Deletion: domain and the machine's volumes go, the shared boot image stays.
 	if err := s.env.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
 	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
+	testenv.Eventually(t, 10*time.Second, "DomainDestroyed announced", func() error {
+		keys := eventKeys(ctx, t, s.env.Client, testNamespace, "web-01")
+		return testenv.Unmet(slices.Equal(keys, []string{"Normal/DomainDefined", "Normal/DomainDestroyed", "Normal/DomainStarted"}), fmt.Sprintf("events %v", keys))
+	})
 	if _, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01"); !libvirt.IsNotFound(err) {
 		t.Errorf("domain still defined after deletion: %v", err)
 	}

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,11 +57,14 @@ type ProviderReconciler struct {
 	lost    chan event.GenericEvent
 	mu      sync.Mutex
 	watched map[types.NamespacedName]*libvirt.Client
+	// recorder announces the host becoming reachable or not; set up with the manager.
+	recorder events.EventRecorder
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.lost = make(chan event.GenericEvent, 64)
+	r.recorder = mgr.GetEventRecorder(RecorderName)
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
@@ -140,6 +145,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.emitReachability(&p, p.Status.Conditions, status.Conditions)
 	recordFailureDomains(p.Namespace, p.Name, len(status.FailureDomains))
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.RequeueDefault)}, nil
 }
@@ -262,6 +268,7 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 	if err := ssa.ApplyStatus(ctx, r.Client, p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return err
 	}
+	r.emitReachability(p, p.Status.Conditions, status.Conditions)
 	// A later write in the same pass (the probe after a lost connection) then records the
 	// transition back to True.
 	p.Status = *status
@@ -271,4 +278,19 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
 	st metav1.ConditionStatus, reason, msg string) {
 	banlieuev1.SetCondition(&status.Conditions, p.Generation, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg})
+}
+
+// emitReachability announces ProviderReachable moving between the status a write found and the
+// one it wrote: HostReachable when the host answers again (or for the first time), the failure's
+// own reason (ConnectFailed, CredentialsUnavailable) when it stops. A probe that finds the host
+// as before announces nothing.
+func (r *ProviderReconciler) emitReachability(p *banlieuev1.Provider, before, after []metav1.Condition) {
+	c, moved := app.Transition(before, after, banlieuev1.ConditionProviderReachable)
+	switch {
+	case !moved:
+	case c.Status == metav1.ConditionTrue:
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonHostReachable, "Probe", "%s", c.Message)
+	default:
+		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, c.Reason, "Probe", "%s", c.Message)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,6 +297,18 @@ func (s *providerSuite) testRotation(ctx context.Context, t *testing.T) {
 	}
 	s.updateSecret(ctx, t, "rotating", s.lab.Read(t, "clientcert.pem"), s.lab.Read(t, "clientkey.pem"))
 	s.waitFor(ctx, t, p.Name, 30*time.Second, ready)
+
+	// Reachable, unreachable, reachable again: three events, and none for the 1 s probes in
+	// between (a repeat would show as a series). The recorder writes asynchronously.
+	want := []string{"Normal/HostReachable", "Normal/HostReachable", "Warning/ConnectFailed"}
+	testenv.Eventually(t, 10*time.Second, "reachability events", func() error {
+		got := eventKeys(ctx, t, s.env.Client, testNamespace, p.Name)
+		return testenv.Unmet(slices.Equal(got, want), fmt.Sprintf("events %v", got))
+	})
+	time.Sleep(3 * time.Second)
+	if got := eventKeys(ctx, t, s.env.Client, testNamespace, p.Name); !slices.Equal(got, want) {
+		t.Errorf("events after probes that found the host as before = %v, want %v", got, want)
+	}
 }
 
 func (s *providerSuite) updateSecret(ctx context.Context, t *testing.T, name string, cert, key []byte) {

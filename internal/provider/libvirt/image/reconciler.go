@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,12 +66,17 @@ type Reconciler struct {
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
+
+	// recorder announces imports started, succeeded and failed (events.go); set up with the
+	// manager.
+	recorder events.EventRecorder
 }
 
 // SetupWithManager watches VMImages, their import Jobs, and Providers: a Provider whose
 // verified pools change changes every image's row. A LibvirtMachine's deletion, which comes
 // after its teardown deleted its overlay, may free the old base it booted from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.recorder = mgr.GetEventRecorder(providerlibvirt.RecorderName)
 	b := ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").For(&banlieuev1.VMImage{})
 	if r.WatchJobs {
 		b = b.Owns(&batchv1.Job{})
@@ -151,6 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	status := banlieuev1.VMImageStatus{PerProvider: rows, ObservedGeneration: img.Generation}
 	if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
 		return ctrl.Result{}, err
+	}
+	for _, e := range importTransitions(img.Status.PerProvider, rows, src.Kind == banlieuev1.SourceURL) {
+		r.recorder.Eventf(&img, nil, e.eventType, e.reason, "Import", "%s", e.note)
 	}
 	// Old bases go only after the row naming their successor is applied, and only for rows
 	// the previous pass had already published on it (publishedOn).
