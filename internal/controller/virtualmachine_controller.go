@@ -326,13 +326,20 @@ func stamped(prev *banlieuev1.ScheduledPlacement, next banlieuev1.ScheduledPlace
 // writeStatus applies the whole status with its phase, skipping the request when nothing
 // changed, and then requeues after requeue; a failed write goes to the error policy instead.
 // A written status that moved the Scheduled condition is announced by an event; the write comes
-// first, so a failed write is retried without a second event for one transition.
+// first, so a failed write is retried without a second event for one transition. That write
+// applies only over the status it read (ssa.IfUnchanged): from a cache that lags behind its own
+// last write, "before" would lack the condition and announce the same transition twice, so such
+// a pass gets a Conflict, which the error policy retries on a fresh read instead.
 func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieuev1.VirtualMachine,
 	status *banlieuev1.VirtualMachineStatus, requeue time.Duration) (ctrl.Result, error) {
 	status.Phase = vmPhase(vm, status)
 	if !equality.Semantic.DeepEqual(&vm.Status, status) {
 		before := vm.Status.Conditions
-		if err := ssa.ApplyStatus(ctx, r.client, vm, status, banlieuev1.FieldManagerController); err != nil {
+		var opts []ssa.Option
+		if _, moved := app.Transition(before, status.Conditions, banlieuev1.ConditionScheduled); moved {
+			opts = append(opts, ssa.IfUnchanged)
+		}
+		if err := ssa.ApplyStatus(ctx, r.client, vm, status, banlieuev1.FieldManagerController, opts...); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		app.EmitTransition(r.recorder, vm, before, status.Conditions, banlieuev1.ConditionScheduled, "Schedule")

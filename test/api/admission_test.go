@@ -244,6 +244,9 @@ func invalidCases() []invalidCase {
 			set(o, "spec.domainName", strings.Repeat("d", 180))
 			set(o, "spec.disks[0].name", strings.Repeat("n", 20))
 		}, []string{"spec", "longer than 200 characters"}},
+		// An empty namespace would name no Provider to the admission policies, while the
+		// provider reads it as the machine's own.
+		{"machine empty providerRef namespace", validLibvirtMachine, setTo("spec.providerRef.namespace", ""), []string{"spec.providerRef.namespace"}},
 		{"machine bad boot kind", validLibvirtMachine, setTo("spec.bootSource.kind", "pxe"), []string{"spec.bootSource.kind: Unsupported value"}},
 		{"machine without pool", validLibvirtMachine, setTo("spec.pool", nil), []string{"spec.pool: Required value"}},
 		{"machine bad firmware", validLibvirtMachine, setTo("spec.firmware", "uefi"), []string{"spec.firmware: Unsupported value"}},
@@ -300,6 +303,12 @@ func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
 		{"machine disk shrinks", validLibvirtMachine, setTo("spec.disks[0].sizeGiB", int64(5)),
 			[]string{"spec.disks[0].sizeGiB", "disks[].sizeGiB must not shrink"}},
 		{"claim spec changes", validClaim, setTo("spec.ttlSeconds", int64(60)), []string{"spec", "spec is immutable"}},
+		// A machine's status was recorded on its Provider's host: another Provider must never
+		// inherit it (its domain, volumes, accepted boot volume) as its own.
+		{"machine moves to another provider", validLibvirtMachine, setTo("spec.providerRef.name", "other"),
+			[]string{"spec.providerRef", "providerRef is immutable"}},
+		{"machine moves to a shared provider", validLibvirtMachine, setTo("spec.providerRef.namespace", "banlieue-system"),
+			[]string{"spec.providerRef", "providerRef is immutable"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,9 +25,11 @@ type ProviderReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// namespace of the Provider; empty means the machine's namespace. The provider serves a
-	// machine of another namespace only while its Provider's allowedNamespaces admits that
-	// namespace.
+	// namespace of the Provider; unset means the machine's namespace (an empty string is
+	// refused: the admission policies and the provider must read one Provider from it). The
+	// provider serves a machine of another namespace only while its Provider's
+	// allowedNamespaces admits that namespace.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
@@ -54,7 +56,10 @@ type LibvirtMachineSpec struct {
 	// +optional
 	FailureDomain string `json:"failureDomain,omitempty"`
 	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
-	// when that Provider's allowedNamespaces admits the machine's namespace.
+	// when that Provider's allowedNamespaces admits the machine's namespace. Immutable: what a
+	// machine's status records (its domain, volumes and accepted boot volume) was made on that
+	// Provider's host, and another Provider must never inherit it as its own.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerRef is immutable: delete the machine and create it on the other Provider"
 	ProviderRef ProviderReference `json:"providerRef"`
 	// pool is the storage pool holding every volume of the machine.
 	// +kubebuilder:validation:MinLength=1
