@@ -161,7 +161,7 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	}
 
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue,
-		Reason: banlieuev1.ReasonScheduled, Message: fmt.Sprintf("scheduled on Provider %s, failure domain %s", next.ProviderName, next.FailureDomain)})
+		Reason: banlieuev1.ReasonScheduled, Message: fmt.Sprintf("scheduled on Provider %s/%s, failure domain %s", next.ProviderNamespace, next.ProviderName, next.FailureDomain)})
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionTrue,
 		Reason: banlieuev1.ReasonReconciled, Message: fmt.Sprintf("%s %s matches the placement", kind.GVK.Kind, vm.Name)})
 	mirror(status, kind.view(machine), vm.Generation)
