@@ -55,6 +55,8 @@ type MachineReconciler struct {
 
 	// recorder announces the domain's transitions (machine_events.go); set up with the manager.
 	recorder events.EventRecorder
+	// announced keeps a pass reading a stale cache from announcing a transition twice.
+	announced announced
 }
 
 // SetupWithManager registers the reconciler.
@@ -122,6 +124,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return r.retry(ctx, &m, err)
 		}
 		r.starts.clear(m.UID)
+		r.announced.forget(string(m.UID)+"/power", string(m.UID)+"/defined")
 		hadFinalizer := controllerutil.ContainsFinalizer(&m, infrav1.FinalizerLibvirtMachine)
 		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 			return ctrl.Result{}, err
@@ -172,7 +175,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
-	emitMachineTransitions(r.recorder, &m, &m.Status, &status)
+	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status)
 	requeue := app.RequeueLong
 	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
 		requeue = app.RequeueDefault

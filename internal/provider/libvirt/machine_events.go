@@ -37,9 +37,16 @@ func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.Libvir
 	return out
 }
 
-// emitMachineTransitions records machineTransitions as Normal events on m.
-func emitMachineTransitions(rec events.EventRecorder, m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus) {
+// emitMachineTransitions records machineTransitions as Normal events on m, each once: a define
+// once per domain UUID, a power event once until the other one.
+func emitMachineTransitions(rec events.EventRecorder, seen *announced, m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus) {
 	for _, e := range machineTransitions(m, before, after) {
-		rec.Eventf(m, nil, corev1.EventTypeNormal, e.reason, "Converge", "%s", e.note)
+		key, value := string(m.UID)+"/power", e.reason
+		if e.reason == banlieuev1.ReasonDomainDefined {
+			key, value = string(m.UID)+"/defined", after.DomainUUID
+		}
+		if seen.first(key, value) {
+			rec.Eventf(m, nil, corev1.EventTypeNormal, e.reason, "Converge", "%s", e.note)
+		}
 	}
 }

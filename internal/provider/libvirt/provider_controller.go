@@ -59,6 +59,8 @@ type ProviderReconciler struct {
 	watched map[types.NamespacedName]*libvirt.Client
 	// recorder announces the host becoming reachable or not; set up with the manager.
 	recorder events.EventRecorder
+	// announced keeps a pass reading a stale cache from announcing a transition twice.
+	announced announced
 }
 
 // SetupWithManager registers the reconciler.
@@ -286,6 +288,9 @@ func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ
 // as before announces nothing.
 func (r *ProviderReconciler) emitReachability(p *banlieuev1.Provider, before, after []metav1.Condition) {
 	c, moved := app.Transition(before, after, banlieuev1.ConditionProviderReachable)
+	if moved {
+		moved = r.announced.first(string(p.UID)+"/reachable", string(c.Status)+"/"+c.Reason)
+	}
 	switch {
 	case !moved:
 	case c.Status == metav1.ConditionTrue:
