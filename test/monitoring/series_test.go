@@ -68,30 +68,6 @@ func kitQueries(t *testing.T) []query {
 	return qs
 }
 
-// objects give every role something to reconcile (as test/readonlyfs does): the controller the
-// example VirtualMachine, the operator a Provider and its class, the imagebuilder the example's
-// VMImage, the provider its Provider x, whose Secret is missing, so it publishes 0 failure
-// domains without dialling anything.
-const objects = `
-apiVersion: v1
-kind: Namespace
-metadata: {name: banlieue-system}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: banlieue-imagebuild}
----
-apiVersion: banlieue.io/v1alpha1
-kind: Provider
-metadata: {name: x, namespace: banlieue-system}
-spec:
-  providerClassRef: {name: libvirt}
-  connection:
-    endpoint: qemu+tls://127.0.0.1:1/system
-    credentialsRef: {name: x-credentials-that-do-not-exist}
-    caBundle: {configMapRef: {name: x-ca}}
-`
-
 // roles are the long-running subcommands and a series each exports only once it has done its
 // work, which the scrape waits for.
 var roles = []struct {
@@ -116,17 +92,7 @@ func TestKitNamesExportedSeries(t *testing.T) {
 	env := testenv.Start(t)
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
-	manifest := filepath.Join(t.TempDir(), "objects.yaml")
-	if err := os.WriteFile(manifest, []byte(objects), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RepoRoot()
-	for _, f := range []string{manifest, filepath.Join(root, "examples", "09-providerclass-libvirt.yaml"),
-		filepath.Join(root, "examples", "17-virtualmachine-libvirt.yaml")} {
-		if out, err := env.Kubectl(t, "apply", "--server-side", "-f", f); err != nil {
-			t.Fatalf("kubectl apply %s: %v\n%s", f, err, out)
-		}
-	}
+	env.ApplyRoleFixture(t)
 	reader := env.MetricsReader(t)
 
 	start := time.Now()

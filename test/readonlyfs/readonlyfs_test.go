@@ -213,29 +213,6 @@ func seedImage(t *testing.T) []byte {
 	return b.Bytes()
 }
 
-// objects give every role something to reconcile: the controller a VirtualMachine, the operator
-// a Provider and its class, the imagebuilder a Url VMImage, the provider its Provider x (whose
-// Secret is missing, so it writes CredentialsUnavailable without dialling anything).
-const objects = `
-apiVersion: v1
-kind: Namespace
-metadata: {name: banlieue-system}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: banlieue-imagebuild}
----
-apiVersion: banlieue.io/v1alpha1
-kind: Provider
-metadata: {name: x, namespace: banlieue-system}
-spec:
-  providerClassRef: {name: libvirt}
-  connection:
-    endpoint: qemu+tls://127.0.0.1:1/system
-    credentialsRef: {name: x-credentials-that-do-not-exist}
-    caBundle: {configMapRef: {name: x-ca}}
-`
-
 // roles are the long-running subcommands, each with the name of one controller it runs.
 var roles = []struct {
 	name       string
@@ -256,17 +233,7 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
 
-	manifest := filepath.Join(t.TempDir(), "objects.yaml")
-	if err := os.WriteFile(manifest, []byte(objects), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RepoRoot()
-	for _, f := range []string{manifest, filepath.Join(root, "examples", "09-providerclass-libvirt.yaml"),
-		filepath.Join(root, "examples", "17-virtualmachine-libvirt.yaml")} {
-		if out, err := env.Kubectl(t, "apply", "--server-side", "-f", f); err != nil {
-			t.Fatalf("kubectl apply %s: %v\n%s", f, err, out)
-		}
-	}
+	env.ApplyRoleFixture(t)
 
 	// The default, secure /metrics: its certificate is generated in memory, nothing written.
 	reader := env.MetricsReader(t)
