@@ -26,7 +26,6 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/bench/internal/program"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -54,35 +54,15 @@ func main() {
 	work := flag.String("dir", "/var/tmp/banlieue-bench-image", "where the source image is kept between runs")
 	flag.Parse()
 	if *lab == "" {
-		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
+		program.Fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
 	}
 	l := testenv.LabFromEnv(*lab)
 	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
-	onSignal(b.cleanup)
+	program.OnSignal(b.cleanup)
 	err := b.run(*size, *dataPct, *rounds, *bin, *work)
 	b.cleanup()
-	fatal(err)
-}
-
-// onSignal runs cleanup and exits on SIGINT or SIGTERM, so an interrupted run leaves no pool,
-// domain or API server behind.
-func onSignal(cleanup func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		fmt.Fprintln(os.Stderr, "bench: interrupted, cleaning up")
-		cleanup()
-		os.Exit(130)
-	}()
-}
-
-func fatal(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	program.Fatal(err)
 }
 
 type bench struct {
@@ -111,9 +91,7 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 	if bin == "" {
 		bin = filepath.Join(b.tmp, "banlieue")
 		fmt.Println("building banlieue ...")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/banlieue")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := testenv.BuildBanlieue(bin); err != nil {
 			return fmt.Errorf("building banlieue: %v\n%s", err, out)
 		}
 	}

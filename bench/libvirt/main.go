@@ -10,6 +10,8 @@
 package main
 
 import (
+	"banlieue.io/banlieue/bench/internal/program"
+
 	"context"
 	"flag"
 	"fmt"
@@ -45,18 +47,11 @@ func main() {
 	sparseData := flag.Int64("sparse-data", 512<<20, "data bytes in the sparse file")
 	flag.Parse()
 	if *lab == "" {
-		fatal(fmt.Errorf("no lab: pass -lab or set BANLIEUE_LIBVIRT_LAB"))
+		program.Fatal(fmt.Errorf("no lab: pass -lab or set BANLIEUE_LIBVIRT_LAB"))
 	}
 	b := &bench{pki: filepath.Join(*lab, "pki"), dir: *lab}
-	fatal(b.rpc(*duration, *rounds))
-	fatal(b.uploads(*denseSize, *sparseSize, *sparseData, *rounds))
-}
-
-func fatal(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	program.Fatal(b.rpc(*duration, *rounds))
+	program.Fatal(b.uploads(*denseSize, *sparseSize, *sparseData, *rounds))
 }
 
 type bench struct {

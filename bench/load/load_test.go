@@ -48,7 +48,7 @@ var (
 )
 
 const (
-	providerManager = "banlieue.io/provider-libvirt"
+	providerManager = banlieuev1.FieldManagerProviderLibvirt
 	boot            = "tiny.raw"
 )
 

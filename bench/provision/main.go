@@ -27,12 +27,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +43,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/bench/internal/program"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
@@ -61,7 +60,7 @@ func main() {
 	logPath := flag.String("log", "/tmp/bench-provision-manager.log", "controller log file")
 	flag.Parse()
 	if *lab == "" {
-		fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
+		program.Fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
 	}
 	l := testenv.LabFromEnv(*lab)
 	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint, run: randHex(3), memory: *memory}
@@ -70,33 +69,13 @@ func main() {
 	b.pool = "bench-prov-" + b.run
 	b.base = "base-" + b.run + ".raw"
 	logf, err := os.Create(*logPath)
-	fatal(err)
+	program.Fatal(err)
 	defer func() { _ = logf.Close() }() // a diagnostic log: a lost tail loses no measurement
 	ctrl.SetLogger(zap.New(zap.WriteTo(logf)))
-	onSignal(b.cleanup)
+	program.OnSignal(b.cleanup)
 	err = b.main(*n, *singleRounds, *batchRounds)
 	b.cleanup()
-	fatal(err)
-}
-
-// onSignal runs cleanup and exits on SIGINT or SIGTERM, so an interrupted run leaves no pool,
-// domain or API server behind.
-func onSignal(cleanup func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		fmt.Fprintln(os.Stderr, "bench: interrupted, cleaning up")
-		cleanup()
-		os.Exit(130)
-	}()
-}
-
-func fatal(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	program.Fatal(err)
 }
 
 type bench struct {

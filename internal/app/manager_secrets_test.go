@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"banlieue.io/banlieue/internal/app"
@@ -36,12 +35,9 @@ func TestNoRoleCachesSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
-	direct, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := testenv.ServiceAccountUser(ns, sa)
+	cfg := testenv.Impersonating(env.Config, user)
+	direct := testenv.ClientAs(t, env.Config, user)
 	testenv.Eventually(t, 10*time.Second, "the Role in force", func() error {
 		return direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: "one"}, &corev1.Secret{})
 	})

@@ -27,8 +27,8 @@ import (
 // The suite plays the libvirt provider: it writes Provider and LibvirtMachine status and the
 // VMImage perProvider rows under the provider's field manager, as the real one would.
 const (
-	providerManager          = "banlieue.io/provider-libvirt"
-	finalizerLibvirtMachine  = "banlieue.io/libvirtmachine"
+	providerManager          = banlieuev1.FieldManagerProviderLibvirt
+	finalizerLibvirtMachine  = infrav1.FinalizerLibvirtMachine
 	guideProvider            = "libvirt-edge-host-7"
 	waitTimeout              = 20 * time.Second
 	guideUserDataRendered    = "#cloud-config\nhostname: web-01\nfqdn: web-01.\npackages: [nginx]\n"

@@ -10,8 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -39,13 +37,7 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 	s := &suite{c: env.Client}
 
 	env.BindInstalledClusterRole(ctx, t, "config/rbac/controller/role.yaml", controllerUser)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
-	opts := testenv.ManagerOptions()
-	mgr, err := ctrl.NewManager(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, controllerUser), testenv.ManagerOptions())
 	if err := Setup(mgr, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +166,6 @@ func tenantClient(ctx context.Context, t *testing.T, env *testenv.Env, ns string
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-vms"},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-vms"}, Subjects: subject},
 	)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser}
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.ClientAs(t, env.Config, tenantUser)
 	return c
 }

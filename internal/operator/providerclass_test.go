@@ -17,7 +17,7 @@ func TestClassReady(t *testing.T) {
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
-		{"usable", "registry.example/banlieue", "v0.1.0", true, metav1.ConditionTrue, "Ready"},
+		{"usable", "registry.example/banlieue", "v0.1.0", true, metav1.ConditionTrue, banlieuev1.ReasonReady},
 		{"missing ClusterRole", "registry.example/banlieue", "v0.1.0", false, metav1.ConditionFalse, "MissingClusterRole"},
 		{"missing ClusterRole is checked before the image", "", "", false, metav1.ConditionFalse, "MissingClusterRole"},
 		{"empty tag", "registry.example/banlieue", "", true, metav1.ConditionFalse, "InvalidImage"},
@@ -48,7 +48,7 @@ func TestClassReady(t *testing.T) {
 func TestClassReadyKeepsTransitionTime(t *testing.T) {
 	class := libvirtClass()
 	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	class.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: then}}
+	class.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonReady, LastTransitionTime: then}}
 	if got := classStatus(class, true, 1).Conditions[0].LastTransitionTime; !got.Equal(&then) {
 		t.Errorf("unchanged Ready moved its lastTransitionTime to %v", got)
 	}

@@ -5,8 +5,10 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -18,11 +20,26 @@ import (
 // several managers with the same controllers in one process.
 func (e *Env) NewManager(t testing.TB) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(e.Config, ManagerOptions())
+	return NewManagerWith(t, e.Config, ManagerOptions())
+}
+
+// NewManagerWith is a manager on cfg (an impersonating copy of Env.Config, to run a role as its
+// installed account) with opts: ManagerOptions, changed where a role's own cache options apply.
+func NewManagerWith(t testing.TB, cfg *rest.Config, opts ctrl.Options) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)
 	}
 	return mgr
+}
+
+// Impersonating is a copy of cfg acting as user; for "system:serviceaccount:<ns>:<name>" the API
+// server adds the ServiceAccount groups, exactly as for a token of that account.
+func Impersonating(cfg *rest.Config, user string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }
 
 // ManagerOptions are NewManager's options, for a program (bench/) that builds its own manager.
@@ -59,4 +76,19 @@ func StartManager(t testing.TB, mgr ctrl.Manager) (stop func() error) {
 	}
 	t.Cleanup(func() { _ = stop() }) // logged above
 	return stop
+}
+
+// ServiceAccountUser is the user name the API server gives a ServiceAccount's token.
+func ServiceAccountUser(ns, name string) string {
+	return "system:serviceaccount:" + ns + ":" + name
+}
+
+// ClientAs is a client with banlieue's scheme on cfg acting as user.
+func ClientAs(t testing.TB, cfg *rest.Config, user string) client.Client {
+	t.Helper()
+	c, err := client.New(Impersonating(cfg, user), client.Options{Scheme: app.NewScheme()})
+	if err != nil {
+		t.Fatalf("a client acting as %s: %v", user, err)
+	}
+	return c
 }

@@ -51,13 +51,7 @@ func Banlieue(t testing.TB) string {
 			return
 		}
 		_ = tmp.Close() // empty: the build replaces it
-		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-		defer cancel()
-		// make build, the one way the binary is built (Makefile): static, version and commit
-		// stamped, as the image and the lab run it.
-		cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build", "BIN="+tmp.Name())
-		cmd.Dir = RepoRoot()
-		if built.out, built.err = cmd.CombinedOutput(); built.err != nil {
+		if built.out, built.err = BuildBanlieue(tmp.Name()); built.err != nil {
 			_ = os.Remove(tmp.Name())
 			return
 		}
@@ -68,6 +62,17 @@ func Banlieue(t testing.TB) string {
 		t.Fatalf("building banlieue: %v\n%s", built.err, built.out)
 	}
 	return built.bin
+}
+
+// BuildBanlieue compiles ./cmd/banlieue into path with `make build`, the one way the binary is
+// built (Makefile): static, version and commit stamped, as the image and the lab run it. It
+// returns the build's output, for the error.
+func BuildBanlieue(path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build", "BIN="+path)
+	cmd.Dir = RepoRoot()
+	return cmd.CombinedOutput()
 }
 
 // Kubeconfig writes Config as a kubeconfig file, the way the binary's commands find the API

@@ -150,7 +150,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 				r.byProvider = false
 				return testenv.Unmet(true, "")
 			}
-			return testenv.Unmet(false, condition(got.Status.Conditions, "Scheduled"))
+			return testenv.Unmet(false, condition(got.Status.Conditions, banlieuev1.ConditionScheduled))
 		})
 	}
 	if !r.byProvider {
@@ -168,7 +168,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 			if ok {
 				msg = rc.Message
 			}
-			return testenv.Unmet(ok, condition(got.Status.Conditions, "Scheduled")+"; "+condition(got.Status.Conditions, "Ready"))
+			return testenv.Unmet(ok, condition(got.Status.Conditions, banlieuev1.ConditionScheduled)+"; "+condition(got.Status.Conditions, banlieuev1.ConditionReady))
 		})
 		t.Logf("Ready=False %s: %s", reason, clip(msg))
 		checkMessage(t, msg, r.want)
@@ -188,7 +188,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 				msg = c.Message
 				return testenv.Unmet(true, "")
 			}
-			return testenv.Unmet(false, condition(m.Status.Conditions, "Ready"))
+			return testenv.Unmet(false, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 		})
 		t.Logf("LibvirtMachine Ready=False %s: %s", infrav1.ReasonReconcileFailed, clip(msg))
 		checkMessage(t, msg, r.want)
@@ -198,7 +198,7 @@ func (s *labSuite) badInputRow(ctx context.Context, t *testing.T, r badRow) {
 				return testenv.Unmet(false, err.Error())
 			}
 			c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady)
-			return testenv.Unmet(c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, "Ready"))
+			return testenv.Unmet(c != nil && c.Status == metav1.ConditionFalse, condition(got.Status.Conditions, banlieuev1.ConditionReady))
 		})
 		// A second pass must not have created anything either.
 		time.Sleep(3 * time.Second)

@@ -27,13 +27,10 @@ import (
 	"libvirt.org/go/libvirtxml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
@@ -206,22 +203,11 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 	// Its status, and the VMImage's row, are the real provider's to write.
 	s.createProvider(ctx, t, s.ns, []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}})
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := env.NewManager(t)
 	if err := controller.Setup(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	mctx, mcancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done })
+	testenv.StartManager(t, mgr)
 
 	ports := quietPorts(t, 2)
 	c.prov = &providerProcess{bin: bin, kubeconfig: kubeconfig, ns: s.ns, out: &testenv.Buffer{},
@@ -250,7 +236,7 @@ func startChaos(t *testing.T) (context.Context, *chaos) {
 			return r.ProviderNamespace == s.ns && r.Ready
 		})
 		return testenv.Unmet(meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) && rowReady,
-			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, "Ready"), img.Status.PerProvider))
+			fmt.Sprintf("%s; rows %+v", condition(p.Status.Conditions, banlieuev1.ConditionReady), img.Status.PerProvider))
 	})
 	return ctx, c
 }
@@ -384,9 +370,9 @@ func (c *chaos) killDuringStart(ctx context.Context, t *testing.T) {
 			return testenv.Unmet(false, err.Error())
 		}
 		if m.Status.ObservedPowerState == banlieuev1.Suspended {
-			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, "Ready"))
+			t.Fatalf("machine %s reported Suspended while its domain was starting up (%s)", vm.Name, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 		}
-		return testenv.Unmet(realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, "Ready"))
+		return testenv.Unmet(realised(m, banlieuev1.PoweredOn), condition(m.Status.Conditions, banlieuev1.ConditionReady))
 	})
 	realisedAfter := time.Since(resumed)
 	t.Logf("start held %s: the kill landed %s (host: %s); the restarted provider led %s after the freeze; realised %s after the start completed",
@@ -680,7 +666,7 @@ func (c *chaos) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev1.V
 			return testenv.Unmet(false, err.Error())
 		}
 		return testenv.Unmet(realised(m, vm.Spec.DesiredPowerState),
-			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, "Ready")))
+			fmt.Sprintf("uuid %q, power %q, %s", m.Status.DomainUUID, m.Status.ObservedPowerState, condition(m.Status.Conditions, banlieuev1.ConditionReady)))
 	})
 }
 

@@ -94,7 +94,7 @@ func (s *labSuite) waitRunning(ctx context.Context, t *testing.T, vm *banlieuev1
 		}
 		c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
 		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.ReasonDomainRunning && m.Status.DomainUUID != "",
-			condition(m.Status.Conditions, "Ready"))
+			condition(m.Status.Conditions, banlieuev1.ConditionReady))
 	})
 }
 

@@ -31,7 +31,7 @@ import (
 // whose pool the host lacks still reaches the LibvirtMachine, as it does when a pool is removed
 // after the Provider was probed.
 const (
-	providerManager = "banlieue.io/provider-libvirt"
+	providerManager = banlieuev1.FieldManagerProviderLibvirt
 	labProvider     = "lab"
 	bootVolume      = "tiny.raw"
 	// weirdPool is a pool name full of XML metacharacters; no such pool exists on the host.
@@ -242,7 +242,7 @@ func (s *labSuite) deleteVM(ctx context.Context, t *testing.T, vm *banlieuev1.Vi
 		_, errVM := s.getVM(ctx, vm)
 		m, errM := s.getMachine(ctx, vm)
 		return testenv.Unmet(apierrors.IsNotFound(errVM) && apierrors.IsNotFound(errM),
-			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, "Ready")))
+			fmt.Sprintf("vm: %v; machine: %v %v %s", errVM, errM, m.Finalizers, condition(m.Status.Conditions, banlieuev1.ConditionReady)))
 	})
 }
 

@@ -416,7 +416,7 @@ func (s *labSuite) waitRealised(ctx context.Context, t *testing.T, vm *banlieuev
 			return testenv.Unmet(false, err.Error())
 		}
 		uuid = m.Status.DomainUUID
-		return testenv.Unmet(uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, "Ready"))
+		return testenv.Unmet(uuid != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff, condition(m.Status.Conditions, banlieuev1.ConditionReady))
 	})
 	return uuid
 }

@@ -292,9 +292,7 @@ func checkProviderRBAC(ctx context.Context, t *testing.T, env *testenv.Env) {
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
 		}))
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":libvirt-edge-a"}
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	cs := kubernetes.NewForConfigOrDie(testenv.Impersonating(env.Config, testenv.ServiceAccountUser(ns, "libvirt-edge-a")))
 	// RBAC is cached by the authorizer for a moment after the binding is created.
 	var own error
 	for range 50 {

@@ -87,9 +87,7 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 // ServiceAccount groups to an impersonated ServiceAccount, exactly as for its token.
 func (c *cluster) as(t *testing.T, ns, name string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(c.cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
-	return newClient(t, cfg)
+	return newClient(t, testenv.Impersonating(c.cfg, testenv.ServiceAccountUser(ns, name)))
 }
 
 // warnings collects the API server's warning headers (Pod Security "would violate" notes).

@@ -29,7 +29,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -312,20 +311,13 @@ func podStates(ctx context.Context, n node, ns string) string {
 // returns its name.
 func installedClusterRole(t *testing.T, n node, path string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&role); err != nil {
-		t.Fatalf("decoding %s: %v", path, err)
-	}
+	role, _ := testenv.GeneratedRoles(t, path)
 	existing, err := n.cs.RbacV1().ClusterRoles().Get(t.Context(), role.Name, metav1.GetOptions{})
 	if err == nil {
 		existing.Rules = role.Rules
 		_, err = n.cs.RbacV1().ClusterRoles().Update(t.Context(), existing, metav1.UpdateOptions{})
 	} else {
-		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{})
+		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{})
 	}
 	if err != nil {
 		t.Fatalf("installing ClusterRole %s: %v", role.Name, err)

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/operator"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -42,31 +41,24 @@ func repoFile(t *testing.T, rel string, obj any) {
 // installClusterRole creates a generated ClusterRole as shipped.
 func installClusterRole(ctx context.Context, t *testing.T, admin client.Client, rel string) *rbacv1.ClusterRole {
 	t.Helper()
-	var role rbacv1.ClusterRole
-	repoFile(t, rel, &role)
-	if err := admin.Create(ctx, &role); err != nil {
+	role, _ := testenv.GeneratedRoles(t, rel)
+	if err := admin.Create(ctx, role); err != nil {
 		t.Fatalf("installing %s: %v", rel, err)
 	}
-	return &role
+	return role
 }
 
 // installRoles creates the namespaced Roles a generated file holds after its ClusterRole, and
 // binds each to the ServiceAccount ns/sa, as config/rbac/role-bindings.yaml does.
 func installRoles(ctx context.Context, t *testing.T, admin client.Client, rel, ns, sa string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n")[1:] {
-		var role rbacv1.Role
-		if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
-			t.Fatalf("decoding %s: %v", rel, err)
-		}
+	_, roles := testenv.GeneratedRoles(t, rel)
+	for i := range roles {
+		role := &roles[i]
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}
-		for _, obj := range []client.Object{&role, rb} {
+		for _, obj := range []client.Object{role, rb} {
 			if err := admin.Create(ctx, obj); err != nil {
 				t.Fatalf("installing %s: %v", rel, err)
 			}
@@ -74,22 +66,10 @@ func installRoles(ctx context.Context, t *testing.T, admin client.Client, rel, n
 	}
 }
 
-// impersonating is cfg acting as the ServiceAccount ns/name; the API server adds the
-// ServiceAccount groups, exactly as for a token of that account.
-func impersonating(cfg *rest.Config, ns, name string) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
-	return cfg
-}
-
 // as returns a client acting as the ServiceAccount ns/name.
 func as(t *testing.T, cfg *rest.Config, ns, name string) client.Client {
 	t.Helper()
-	c, err := client.New(impersonating(cfg, ns, name), client.Options{Scheme: app.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.ClientAs(t, cfg, testenv.ServiceAccountUser(ns, name))
 }
 
 // allowed fails the test unless err is nil; forbidden unless err is a 403.

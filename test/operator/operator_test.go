@@ -20,13 +20,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/operator"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -79,7 +75,7 @@ func TestOperator(t *testing.T) {
 	t.Run("the guide's Provider gets its whole workload", func(t *testing.T) { testWorkload(ctx, t, admin, &p) })
 	t.Run("ProviderClass Ready once the ClusterRole is installed", func(t *testing.T) {
 		installClusterRole(ctx, t, admin, "config/rbac/provider-libvirt/role.yaml")
-		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, "Ready", 1)
+		waitClassReady(ctx, t, admin, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
 	})
 	t.Run("granted permissions, proven by impersonation", func(t *testing.T) { testGrants(ctx, t, env, &p) })
 	t.Run("the provider gets its machines' user-data Secrets and no other", func(t *testing.T) { testUserDataGrants(ctx, t, env, admin) })
@@ -117,18 +113,9 @@ func startInstalledOperator(ctx context.Context, t *testing.T, env *testenv.Env,
 func startOperator(ctx context.Context, t *testing.T, env *testenv.Env, opts operator.Options) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
-	cfg := impersonating(env.Config, systemNs, operatorS)
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                 app.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  operator.CacheOptions(opts),
-		// Each test starts its own operator in this process; the controller names repeat.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mopts := testenv.ManagerOptions()
+	mopts.Cache = operator.CacheOptions(opts)
+	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, testenv.ServiceAccountUser(systemNs, operatorS)), mopts)
 	if err := operator.Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -459,8 +446,8 @@ func testRename(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	testenv.Eventually(t, timeout, "WorkloadPruned event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadPruned, workload)
 	})
-	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, "Ready", 0)
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 1)
+	waitClassReady(ctx, t, c, "libvirt", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 1)
 }
 
 func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {
@@ -490,7 +477,7 @@ func testDelete(ctx context.Context, t *testing.T, c client.Client, p *banlieuev
 	testenv.Eventually(t, timeout, "WorkloadDeleted event", func() error {
 		return hasEvent(ctx, c, systemNs, provider, banlieuev1.ReasonWorkloadDeleted, "")
 	})
-	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, "Ready", 0)
+	waitClassReady(ctx, t, c, "libvirt-b", metav1.ConditionTrue, banlieuev1.ReasonReady, 0)
 }
 
 func patchClass(ctx context.Context, t *testing.T, c client.Client, name string, mutate func(*banlieuev1.ProviderClass)) {

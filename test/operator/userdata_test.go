@@ -9,12 +9,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/userdata"
 )
@@ -114,12 +112,7 @@ func testTenantUserData(ctx context.Context, t *testing.T, env *testenv.Env, adm
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob"}
-	bob, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := testenv.ClientAs(t, env.Config, "bob")
 	// edit lets bob read Secrets in his own namespace: the binding is in force.
 	testenv.Eventually(t, 10*time.Second, "bob's edit in team-b", func() error {
 		return bob.List(ctx, &corev1.SecretList{}, client.InNamespace("team-b"))

@@ -30,8 +30,8 @@ import (
 // field manager) and the imagebuilder (the VMImage build checksum). There is no garbage
 // collector in envtest, so only what these controllers delete themselves is ever deleted.
 const (
-	vmControllerManager = "banlieue.io/controller"
-	imagebuilderManager = "banlieue.io/imagebuilder"
+	vmControllerManager = banlieuev1.FieldManagerController
+	imagebuilderManager = banlieuev1.FieldManagerImagebuilder
 	waitTimeout         = 30 * time.Second
 )
 

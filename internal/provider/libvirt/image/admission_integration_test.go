@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -199,13 +198,7 @@ func installAdmission(ctx context.Context, t *testing.T, admin client.Client, fi
 // impersonate is a client acting as the provider ServiceAccount banlieue-system/name.
 func impersonate(t *testing.T, cfg *rest.Config, name string) client.Client {
 	t.Helper()
-	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + admSystemNs + ":" + name}
-	c, err := client.New(cfg, client.Options{Scheme: app.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.ClientAs(t, cfg, testenv.ServiceAccountUser(admSystemNs, name))
 }
 
 // refusedWith is nil when err is the admission policy's refusal (403 Invalid or Forbidden, as

@@ -27,7 +27,7 @@ import (
 const (
 	artifactsPVC   = "banlieue-artifacts"
 	importSA       = "banlieue-import"
-	imagebuilderFM = "banlieue.io/imagebuilder"
+	imagebuilderFM = banlieuev1.FieldManagerImagebuilder
 )
 
 // TestControllerAgainstLabHost runs the Provider and VMImage controllers against envtest and the

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,8 +40,7 @@ func TestProviderStartsWithoutTheJobsGrant(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}},
 	)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg := testenv.Impersonating(env.Config, user)
 
 	start := func(t *testing.T, watchJobs *bool) error {
 		opts := testenv.ManagerOptions()

@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -64,15 +62,10 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 
 	opts := Options{ProviderName: "lab", ProviderNamespace: sharedNS, BuildNamespace: buildNamespace, Resync: time.Second,
 		ImportImage: "banlieue:test", ImportServiceAccount: "banlieue-import"}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: providerUser}
 	mopts := testenv.ManagerOptions()
 	mopts.Cache.DefaultNamespaces = map[string]cache.Config{sharedNS: {}} // --namespace, as internal/app does
 	mopts.Cache.ByObject = CacheByObject(opts)
-	mgr, err := ctrl.NewManager(cfg, mopts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, providerUser), mopts)
 	if err := Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
