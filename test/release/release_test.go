@@ -64,12 +64,12 @@ func TestRelease(t *testing.T) {
 		c := startCluster(t)
 		installYAML := filepath.Join(first, "install.yaml")
 		// The first apply creates everything but the ProviderClass, whose CRD the API server
-		// does not serve yet when kubectl looks its kind up; the guide says so.
+		// does not serve yet when kubectl looks its kind up; the README and the install guide say so.
 		out, err := c.kubectl("apply", "--server-side", "-f", installYAML)
 		if err == nil || !strings.Contains(out, `no matches for kind "ProviderClass"`) || strings.Count(out, "no matches for kind") != 1 {
 			t.Fatalf("first apply: want one failure, the ProviderClass's kind; got %v:\n%s", err, out)
 		}
-		if out, err := c.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
+		if out, err := c.kubectl("wait", "--for=condition=Established", "crd", "-l", "app.kubernetes.io/part-of=banlieue", "--timeout=60s"); err != nil {
 			t.Fatalf("kubectl wait: %v\n%s", err, out)
 		}
 		if out, err := c.kubectl("apply", "--server-side", "-f", installYAML); err != nil || strings.Contains(out, "Warning") {
