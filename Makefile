@@ -36,6 +36,14 @@ docs: ## The API reference (docs/reference/api.md) from the generated CRDs.
 build: ## The banlieue binary (static, version and commit stamped), into bin/ (BIN=path elsewhere).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) ./cmd/banlieue
 
+.PHONY: image
+image: ## The container image, without a container engine, into bin/banlieue-image.tar (hack/image.sh).
+	hack/image.sh
+
+.PHONY: release
+release: ## The release artifacts into dist/: install.yaml, the chart, the image, SHA256SUMS (hack/release.sh).
+	hack/release.sh
+
 .PHONY: test
 test: ## The whole test suite against real parts (what CI runs).
 	hack/test.sh
