@@ -41,6 +41,12 @@ type Client struct {
 	lastRecv atomic.Int64   // UnixNano of the last frame received, for keepalive
 	kaOut    chan procedure // keepalive messages (PING, PONG) waiting to be sent
 
+	// subs routes event messages by libvirtd's callback ID (events.go); subsEnded is set once
+	// the connection has ended and every subscription was closed.
+	subsMu    sync.Mutex
+	subs      map[int32]*DomainEventSubscription
+	subsEnded bool
+
 	done      chan struct{}
 	closeOnce sync.Once
 	err       error // why done was closed; written once, before close(done)
@@ -115,6 +121,7 @@ func (c *Client) fail(op string, err error) {
 		c.err = &ConnError{Op: op, Addr: c.addr, Err: err}
 		close(c.done)
 		c.conn.Close()
+		c.endSubscriptions()
 	})
 }
 
@@ -151,7 +158,8 @@ func (c *Client) route(f frame) error {
 		return &ProtocolError{Msg: fmt.Sprintf("message for unknown program %#x", f.h.Program)}
 	}
 	if f.h.Type == wire.Message {
-		return nil // an event; this client registers for none
+		// Events carry no serial of ours: they go to subscriptions, never to calls or streams.
+		return c.routeEvent(f)
 	}
 	c.mu.Lock()
 	pc := c.pending[f.h.Serial]

@@ -48,6 +48,15 @@ const (
 	protocolVersion                uint32    = 1
 )
 
+// Domain events (events.go): the callback registration procedures, and the procedures of the
+// MESSAGE packets libvirtd sends for the callbacks registered.
+const (
+	procConnectDomainEventCallbackRegisterAny   procedure = 316
+	procConnectDomainEventCallbackDeregisterAny procedure = 317
+	procDomainEventCallbackLifecycle            procedure = 318
+	procDomainEventCallbackDeviceRemoved        procedure = 333
+)
+
 var procedureNames = map[procedure]string{
 	procConnectOpen:                "CONNECT_OPEN",
 	procConnectClose:               "CONNECT_CLOSE",
@@ -83,6 +92,11 @@ var procedureNames = map[procedure]string{
 	procConnectListAllInterfaces:   "CONNECT_LIST_ALL_INTERFACES",
 	procDomainDefineXMLFlags:       "DOMAIN_DEFINE_XML_FLAGS",
 	procDomainInterfaceAddresses:   "DOMAIN_INTERFACE_ADDRESSES",
+
+	procConnectDomainEventCallbackRegisterAny:   "CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY",
+	procConnectDomainEventCallbackDeregisterAny: "CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY",
+	procDomainEventCallbackLifecycle:            "DOMAIN_EVENT_CALLBACK_LIFECYCLE",
+	procDomainEventCallbackDeviceRemoved:        "DOMAIN_EVENT_CALLBACK_DEVICE_REMOVED",
 }
 
 func (p procedure) String() string {
