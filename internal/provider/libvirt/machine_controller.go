@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -57,6 +59,8 @@ type MachineReconciler struct {
 	recorder events.EventRecorder
 	// announced keeps a pass reading a stale cache from announcing a transition twice.
 	announced announced
+	// events brings the hosts' domain events to the controller (machine_domainevents.go).
+	events *domainEvents
 }
 
 // SetupWithManager registers the reconciler.
@@ -66,11 +70,17 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		m, ok := o.(*infrav1.LibvirtMachine)
 		return ok && r.serves(m)
 	})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1.LibvirtMachine{}, machineDomainIndex, machineDomainKey); err != nil {
+		return fmt.Errorf("indexing LibvirtMachines by domain: %w", err)
+	}
+	r.events = newDomainEvents()
+	r.Connections.OnDomainEvent(r.events.offer)
 	return ctrl.NewControllerManagedBy(mgr).Named("libvirtmachine").
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
+		WatchesRawSource(source.Channel(r.events.ch, handler.TypedEnqueueRequestsFromMapFunc(r.machinesFor))).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
-		Complete(app.Instrument("libvirtmachine", r))
+		Complete(app.Instrument("libvirtmachine", r.events.track(r)))
 }
 
 // serves reports whether m is this process's: its providerRef names the Provider the process
@@ -176,10 +186,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status)
-	requeue := app.RequeueLong
-	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
-		requeue = app.RequeueDefault
-	}
+	requeue := machineRequeue(obs, r.Connections.Watching(m.ProviderKey()))
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
 }
 

@@ -3,6 +3,7 @@ package hostconn
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -13,8 +14,13 @@ import (
 // of the process. A connection is replaced when it breaks or when the Provider's endpoint or
 // credentials change, so rotated certificates take effect on the next reconcile.
 type Connections struct {
-	mu    sync.Mutex // guards slots only; never held while dialling
+	mu    sync.Mutex // guards slots, onEvent and subscribedOnce; never held while dialling
 	slots map[types.NamespacedName]*slot
+	// onEvent receives the domain events of every connection (events.go); subscribedOnce
+	// remembers the Providers whose events were subscribed before, so a new subscription says
+	// that some may have been missed.
+	onEvent        func(DomainEvent)
+	subscribedOnce map[types.NamespacedName]bool
 	// Dialer's zero fields take pkg/libvirt's defaults; tests may shorten keepalive.
 	Dialer libvirt.Dialer
 }
@@ -27,11 +33,13 @@ type slot struct {
 	key     string
 	client  *libvirt.Client
 	retired bool // removed from the set by Forget or Close
+	// watching is the connection whose domain event subscription is live, if any (events.go).
+	watching atomic.Pointer[libvirt.Client]
 }
 
 // NewConnections returns an empty set of connections.
 func NewConnections() *Connections {
-	return &Connections{slots: map[types.NamespacedName]*slot{}}
+	return &Connections{slots: map[types.NamespacedName]*slot{}, subscribedOnce: map[types.NamespacedName]bool{}}
 }
 
 // Get returns the Provider's live connection, dialling when there is none, when it broke, or
@@ -50,29 +58,32 @@ func (p *Connections) Get(ctx context.Context, provider types.NamespacedName, en
 			<-s.token
 			continue
 		}
-		c, err := s.get(ctx, p.Dialer, endpoint, creds)
+		c, dialled, err := s.get(ctx, p.Dialer, endpoint, creds)
+		if dialled {
+			// Under the token, so the callers waiting for this connection find it subscribed.
+			p.subscribe(ctx, provider, s, c)
+		}
 		<-s.token
 		return c, err
 	}
 }
 
-// get runs with the slot's token held.
-func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpoint, creds Credentials) (*libvirt.Client, error) {
+// get runs with the slot's token held; dialled is true when c is a new connection.
+func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpoint, creds Credentials) (c *libvirt.Client, dialled bool, err error) {
 	key := endpoint.String() + "|" + creds.Version
 	if s.client != nil {
 		if s.key == key && s.client.Err() == nil {
-			return s.client, nil
+			return s.client, false, nil
 		}
 		_ = s.client.Close()
 		s.client = nil
 	}
 	d.Endpoint, d.Credentials = endpoint, creds.TLS
-	c, err := d.Dial(ctx)
-	if err != nil {
-		return nil, err
+	if c, err = d.Dial(ctx); err != nil {
+		return nil, false, err
 	}
 	s.key, s.client = key, c
-	return c, nil
+	return c, true, nil
 }
 
 func (p *Connections) slot(provider types.NamespacedName) *slot {

@@ -1,0 +1,76 @@
+package libvirt
+
+import (
+	"testing"
+	"time"
+
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// Only the events a pass causes itself are held back around a pass; drift always counts.
+func TestSelfCausedEvents(t *testing.T) {
+	lifecycle := func(typ libvirt.DomainEventType, detail libvirt.DomainEventDetail) libvirt.DomainEvent {
+		return libvirt.DomainEvent{ID: libvirt.DomainEventIDLifecycle, Type: typ, Detail: detail}
+	}
+	for _, tt := range []struct {
+		ev   libvirt.DomainEvent
+		self bool
+	}{
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedAdded), true},
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedUpdated), true},
+		{lifecycle(libvirt.DomainEventStarted, libvirt.DomainEventStartedBooted), true},
+		{lifecycle(libvirt.DomainEventResumed, libvirt.DomainEventResumedUnpaused), true},
+		{lifecycle(libvirt.DomainEventSuspended, libvirt.DomainEventSuspendedPaused), true},
+		{lifecycle(libvirt.DomainEventStopped, libvirt.DomainEventStoppedDestroyed), false},
+		{lifecycle(libvirt.DomainEventUndefined, libvirt.DomainEventUndefinedRemoved), false},
+		{lifecycle(libvirt.DomainEventShutdown, libvirt.DomainEventShutdownFinished), false},
+		{lifecycle(libvirt.DomainEventCrashed, libvirt.DomainEventCrashedPanicked), false},
+		{lifecycle(libvirt.DomainEventPMSuspended, libvirt.DomainEventPMSuspendedMemory), false},
+		{libvirt.DomainEvent{ID: libvirt.DomainEventIDDeviceRemoved, DeviceAlias: "net0"}, false},
+	} {
+		if got := selfCaused(tt.ev); got != tt.self {
+			t.Errorf("selfCaused(%s) = %v, want %v", tt.ev, got, tt.self)
+		}
+	}
+}
+
+func TestWithinPass(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name string
+		mark passMark
+		want bool
+	}{
+		{"a pass running", passMark{running: 1, ended: now.Add(-time.Hour)}, true},
+		{"just ended", passMark{ended: now.Add(-time.Second)}, true},
+		{"at the grace", passMark{ended: now.Add(-selfEventGrace)}, true},
+		{"past the grace", passMark{ended: now.Add(-selfEventGrace - time.Millisecond)}, false},
+	} {
+		if got := withinPass(tt.mark, now); got != tt.want {
+			t.Errorf("%s: withinPass = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMachineRequeue(t *testing.T) {
+	addr := []libvirt.IPAddress{{Addr: "192.0.2.10"}}
+	for _, tt := range []struct {
+		name    string
+		obs     observation
+		watched bool
+		want    time.Duration
+	}{
+		{"running without addresses, watched", observation{state: libvirt.DomainRunning}, true, app.RequeueDefault},
+		{"running, not announced, watched", observation{state: libvirt.DomainRunning, addresses: addr, phase: notAnnounced}, true, app.RequeueDefault},
+		{"running with addresses, watched", observation{state: libvirt.DomainRunning, addresses: addr, phase: installed}, true, watchedResync},
+		{"powered off, watched", observation{state: libvirt.DomainShutOff}, true, watchedResync},
+		{"running with addresses, unwatched", observation{state: libvirt.DomainRunning, addresses: addr, phase: installed}, false, app.RequeueLong},
+		{"powered off, unwatched", observation{state: libvirt.DomainShutOff}, false, app.RequeueDefault},
+		{"running without addresses, unwatched", observation{state: libvirt.DomainRunning}, false, app.RequeueDefault},
+	} {
+		if got := machineRequeue(tt.obs, tt.watched); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
