@@ -5,6 +5,11 @@
 // on and powered off, next to the same libvirt work done directly with virsh.
 //
 //	go run -tags bench ./bench/provision [-n 20] [-single-rounds 5] [-batch-rounds 2] [-memory 128]
+//	    [-drift-rounds 10] [-drift-only]
+//
+// First (drift.go) it destroys, then destroys and undefines, a running VM's domain out of band
+// -drift-rounds times each and prints how long the provider took to run it again, every round
+// and p50/p99.
 //
 // The controller and the libvirt provider's reconcilers (Provider, LibvirtMachine, VMImage) run
 // in this process against envtest, with the production requeue intervals (no Resync override).
@@ -58,6 +63,8 @@ func main() {
 	batchRounds := flag.Int("batch-rounds", 2, "rounds of the N-VM case (per power state)")
 	memory := flag.Int("memory", 128, "guest memory in MiB")
 	logPath := flag.String("log", "/tmp/bench-provision-manager.log", "controller log file")
+	driftRounds := flag.Int("drift-rounds", 10, "rounds of each out-of-band change (drift.go); 0 skips them")
+	driftOnly := flag.Bool("drift-only", false, "measure only the out-of-band changes")
 	flag.Parse()
 	if *lab == "" {
 		program.Fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
@@ -73,7 +80,10 @@ func main() {
 	defer func() { _ = logf.Close() }() // a diagnostic log: a lost tail loses no measurement
 	ctrl.SetLogger(zap.New(zap.WriteTo(logf)))
 	program.OnSignal(b.cleanup)
-	err = b.main(*n, *singleRounds, *batchRounds)
+	if *driftOnly {
+		*singleRounds, *batchRounds = 0, 0
+	}
+	err = b.main(*n, *singleRounds, *batchRounds, *driftRounds)
 	b.cleanup()
 	program.Fatal(err)
 }
@@ -97,13 +107,21 @@ type sample struct {
 	total time.Duration   // first create → last realised
 }
 
-func (b *bench) main(n, singleRounds, batchRounds int) error {
+func (b *bench) main(n, singleRounds, batchRounds, driftRounds int) error {
 	ctx := context.Background()
 	if err := b.setupHost(ctx); err != nil {
 		return err
 	}
 	if err := b.setupAPI(ctx); err != nil {
 		return err
+	}
+	if driftRounds > 0 {
+		if err := b.drift(ctx, driftRounds); err != nil {
+			return fmt.Errorf("drift: %w", err)
+		}
+		if singleRounds == 0 && batchRounds == 0 {
+			return nil
+		}
 	}
 	results := map[string][]sample{}
 	record := func(key string, s sample, err error) error {

@@ -55,7 +55,7 @@ func TestMachineEventsAgainstLabHost(t *testing.T) {
 	t.Run("a domain destroyed by hand is started again", func(t *testing.T) {
 		s.outOfBand(ctx, t, key, name, false)
 	})
-	t.Run("a domain destroyed and undefined by hand is defined and started again", func(t *testing.T) {
+	t.Run("a domain undefined and destroyed by hand is defined and started again", func(t *testing.T) {
 		s.outOfBand(ctx, t, key, name, true)
 	})
 	t.Run("after libvirtd restarts, the new connection is subscribed again", func(t *testing.T) {
@@ -77,7 +77,7 @@ func TestMachineEventsAgainstLabHost(t *testing.T) {
 	})
 }
 
-// outOfBand destroys (and with undefine, undefines) the machine's domain through the test's own
+// outOfBand destroys (with undefine, undefines and destroys) the machine's domain through the test's own
 // connection, as virsh would, and waits for the provider to run a domain of that name again. The
 // machine is settled first: Ready for its current generation (the providerID patch bumps it, and
 // the pass that follows must not be the one that heals), so no pass is due before the resync.
@@ -93,16 +93,18 @@ func (s *machineSuite) outOfBand(ctx context.Context, t *testing.T, key client.O
 	if st, _, err := s.host.DomainState(ctx, dom); err != nil || st != libvirt.DomainRunning {
 		t.Fatalf("domain %s before the test: %v, %v; want Running", name, st, err)
 	}
-	start := time.Now()
-	if err := s.host.DomainDestroy(ctx, dom); err != nil {
-		t.Fatal(err)
-	}
-	destroyed := time.Since(start)
+	// Undefined first, the running domain turns transient and the destroy removes it whole; the
+	// other order races the provider, which may start the stopped domain between the two calls.
 	if undefine {
 		if err := s.host.DomainUndefine(ctx, dom, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM); err != nil {
 			t.Fatal(err)
 		}
 	}
+	start := time.Now()
+	if err := s.host.DomainDestroy(ctx, dom); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := time.Since(start)
 	changed := time.Now()
 	for {
 		got, err := s.host.DomainLookupByName(ctx, name)
