@@ -28,6 +28,13 @@
 // (DomainXMLInactive, DomainPausedStartingUp, …), so callers pass no bare numbers. An error
 // libvirtd returns is an *Error naming the procedure it refused.
 //
+// Domain events: SubscribeDomainEvents registers, for every domain of the host, for lifecycle
+// and device-removed events, which libvirtd sends as MESSAGE packets on the same connection; the
+// reader hands them to the subscription beside replies and streams. A subscription never stalls
+// the reader: past DomainEventBacklog waiting events the oldest are dropped (Dropped counts
+// them). Events is closed when the subscription is closed or the connection ends; a new Client
+// must subscribe again, and whatever happened in between was not reported.
+//
 // Stream downloads share the connection's reader: a consumer that stops reading stalls the
 // other calls on that Client once a few packets are queued, so write downloads to fast sinks
 // (files) or use a dedicated Client.
