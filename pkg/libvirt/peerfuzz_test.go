@@ -709,15 +709,16 @@ func TestPeerEarlyStreamFramesBounded(t *testing.T) {
 	const frames = 6
 	var once sync.Once
 	release := make(chan struct{})
+	// One buffer for every frame: this peer outlives the test, and fresh 32 MiB buffers
+	// allocated after the client hung up would count in a later test's TotalAlloc. Allocated
+	// before the baseline is read, so the peer's own buffer is not taken for the client's.
+	b := make([]byte, wire.MaxFrame)
 	f := startFake(t, func(s *fakeSession) {
 		h, _, err := s.read()
 		if err != nil {
 			return
 		}
 		h.Type, h.Status = wire.Stream, wire.Continue
-		// One buffer for every frame: this peer outlives the test, and fresh 32 MiB buffers
-		// allocated after the client hung up would count in a later test's TotalAlloc.
-		b := make([]byte, wire.MaxFrame)
 		wire.PutHeader(b, h)
 		for range frames {
 			s.write(b)
