@@ -47,7 +47,8 @@ const ns = "banlieue-system"
 
 func main() {
 	lab := flag.String("lab", os.Getenv("BANLIEUE_LIBVIRT_LAB"), "lab directory (hack/libvirt-lab.sh)")
-	size := flag.Int64("size", 4<<30, "image size in bytes")
+	size := byteSize(4 << 30)
+	flag.Var(&size, "size", "image size: bytes, or with a unit (4GiB, 512MiB)")
 	dataPct := flag.Float64("data-percent", 20, "percentage of the image that holds data")
 	rounds := flag.Int("rounds", 3, "alternating rounds; medians are reported")
 	bin := flag.String("banlieue", "", "banlieue binary (default: built from the repository)")
@@ -60,7 +61,7 @@ func main() {
 	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	program.OnSignal(b.cleanup)
-	err := b.run(*size, *dataPct, *rounds, *bin, *work)
+	err := b.run(int64(size), *dataPct, *rounds, *bin, *work)
 	b.cleanup()
 	program.Fatal(err)
 }

@@ -67,14 +67,25 @@ func TestLoad(t *testing.T) {
 	pool, err := host.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, run, poolDir), 0)
 	must(t, err)
 	t.Cleanup(func() {
-		ctx := context.Background()
-		if vols, err := host.StoragePoolListAllVolumes(ctx, pool); err == nil {
+		// A connection of its own: host is dialled again below, and cleanups run last-in first-out,
+		// so by now whichever connection host names has been closed and the pool would be leaked.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		defer func() { _ = os.RemoveAll(poolDir) }()
+		h, err := labhost.Dialer(t, lab).Dial(ctx)
+		if err != nil {
+			t.Errorf("removing pool %s: %v", run, err)
+			return
+		}
+		defer func() { _ = h.Close() }()
+		if vols, err := h.StoragePoolListAllVolumes(ctx, pool); err == nil {
 			for _, v := range vols {
-				_ = host.StorageVolDelete(ctx, v)
+				_ = h.StorageVolDelete(ctx, v)
 			}
 		}
-		_ = host.StoragePoolDestroy(ctx, pool)
-		_ = os.RemoveAll(poolDir)
+		if err := h.StoragePoolDestroy(ctx, pool); err != nil {
+			t.Errorf("removing pool %s: %v", run, err)
+		}
 	})
 	_, err = host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name><capacity unit='bytes'>%d</capacity>`+
 		`<target><format type='raw'/></target></volume>`, boot, 1<<20), 0)
