@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ func main() {
 	}
 	lab := flag.String("lab", os.Getenv("BANLIEUE_LIBVIRT_LAB"), "lab directory (hack/libvirt-lab.sh)")
 	duration := flag.Duration("duration", 3*time.Second, "time per RPC measurement")
-	rounds := flag.Int("rounds", 3, "alternating rounds per RPC case; the best round counts")
+	rounds := flag.Int("rounds", 3, "alternating rounds per case; every round is printed, then the median, best and spread")
 	denseSize := flag.Int64("dense-size", 1<<30, "dense upload size in bytes")
 	sparseSize := flag.Int64("sparse-size", 8<<30, "sparse upload size in bytes")
 	sparseData := flag.Int64("sparse-data", 512<<20, "data bytes in the sparse file")
@@ -78,8 +79,9 @@ const (
 )
 
 // rpc measures round trips per second for both clients at 1 and 16 concurrent callers. The
-// clients take turns for several rounds and each keeps its best, which filters out most of
-// the noise of other work on a small shared machine.
+// clients take turns for several rounds; every round is printed, then the median, the best
+// (which filters out most of the noise of other work on a small shared machine) and the spread,
+// so a ratio is never read without how much it moved.
 func (b *bench) rpc(d time.Duration, rounds int) error {
 	ctx := context.Background()
 	ours, err := b.dial(ctx)
@@ -111,12 +113,12 @@ func (b *bench) rpc(d time.Duration, rounds int) error {
 			func() error { _, err := ours.DomainLookupByName(ctx, lookupDomain); return err },
 			func() error { _, err := theirs.DomainLookupByName(lookupDomain); return err }},
 	}
-	fmt.Printf("RPC round trips per second (best of %d rounds of %s, one connection per client)\n", rounds, d)
-	fmt.Printf("%-26s %7s %12s %12s %7s\n", "procedure", "callers", "pkg/libvirt", "go-libvirt", "ratio")
+	fmt.Printf("RPC round trips per second (%d rounds of %s each, one connection per client; every round, then median, best and spread)\n", rounds, d)
+	fmt.Printf("%-26s %7s %-9s %12s %12s %7s\n", "procedure", "callers", "round", "pkg/libvirt", "go-libvirt", "ratio")
 	for _, c := range calls {
 		for _, n := range []int{1, 16} {
-			var o, t float64
-			for range rounds {
+			var ourRates, theirRates, ratios []float64
+			for round := range rounds {
 				ro, err := rate(c.ours, n, d)
 				if err != nil {
 					return err
@@ -125,12 +127,26 @@ func (b *bench) rpc(d time.Duration, rounds int) error {
 				if err != nil {
 					return err
 				}
-				o, t = max(o, ro), max(t, rt)
+				ourRates, theirRates, ratios = append(ourRates, ro), append(theirRates, rt), append(ratios, ro/rt)
+				fmt.Printf("%-26s %7d %-9d %12.0f %12.0f %6.2fx\n", c.name, n, round+1, ro, rt, ro/rt)
 			}
-			fmt.Printf("%-26s %7d %12.0f %12.0f %6.2fx\n", c.name, n, o, t, o/t)
+			fmt.Printf("%-26s %7d %-9s %12.0f %12.0f %6.2fx\n", c.name, n, "median", median(ourRates), median(theirRates), median(ourRates)/median(theirRates))
+			fmt.Printf("%-26s %7d %-9s %12.0f %12.0f %6.2fx\n", c.name, n, "best", slices.Max(ourRates), slices.Max(theirRates), slices.Max(ourRates)/slices.Max(theirRates))
+			fmt.Printf("%-26s %7d %-9s %5.0f–%-6.0f %5.0f–%-6.0f %.2f–%.2fx\n", c.name, n, "spread", slices.Min(ourRates), slices.Max(ourRates),
+				slices.Min(theirRates), slices.Max(theirRates), slices.Min(ratios), slices.Max(ratios))
 		}
 	}
 	return nil
+}
+
+// median of a non-empty sample.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // rate runs call from n goroutines for d and returns completed calls per second.
@@ -197,7 +213,7 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 	if err != nil {
 		return err
 	}
-	fmt.Printf("upload (best of %d alternating rounds; peak RSS is the highest seen)\n", rounds)
+	fmt.Printf("upload (%d alternating rounds, every round printed; best, median and spread of the times; peak RSS is the highest seen)\n", rounds)
 	fmt.Printf("%-34s %10s %10s %12s\n", "", "seconds", "MiB/s", "peak RSS")
 	for _, u := range []struct {
 		name   string
@@ -209,6 +225,7 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 		{"sparse " + size(sparseSize) + " (" + size(sparseData) + " data)", sparse, sparseSize, true},
 	} {
 		var results [2]result
+		var times [2][]float64
 		for round := range rounds {
 			for i, tool := range []string{"pkg/libvirt", "virsh"} {
 				_ = deleteVol(ctx, c, pool, "v")
@@ -233,13 +250,18 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 					results[i].elapsed = r.elapsed
 				}
 				results[i].maxRSS = max(results[i].maxRSS, r.maxRSS)
+				times[i] = append(times[i], r.elapsed.Seconds())
+				fmt.Printf("%-34s %10.2f %10.0f %12s   %s, round %d\n", u.name, r.elapsed.Seconds(),
+					float64(u.length)/(1<<20)/r.elapsed.Seconds(), size(r.maxRSS), tool, round+1)
 			}
 		}
 		for i, tool := range []string{"pkg/libvirt", "virsh"} {
 			r := results[i]
-			fmt.Printf("%-34s %10.2f %10.0f %12s   %s\n", u.name, r.elapsed.Seconds(), float64(u.length)/(1<<20)/r.elapsed.Seconds(), size(r.maxRSS), tool)
+			fmt.Printf("%-34s %10.2f %10.0f %12s   %s, best (median %.2f s, spread %.2f–%.2f s)\n", u.name, r.elapsed.Seconds(),
+				float64(u.length)/(1<<20)/r.elapsed.Seconds(), size(r.maxRSS), tool, median(times[i]), slices.Min(times[i]), slices.Max(times[i]))
 		}
-		fmt.Printf("%-34s pkg/libvirt takes %.2fx virsh's time\n", "", results[0].elapsed.Seconds()/results[1].elapsed.Seconds())
+		fmt.Printf("%-34s pkg/libvirt takes %.2fx virsh's time (best), %.2fx (median)\n", "",
+			results[0].elapsed.Seconds()/results[1].elapsed.Seconds(), median(times[0])/median(times[1]))
 	}
 	return deleteVol(ctx, c, pool, "v")
 }
