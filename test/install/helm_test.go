@@ -3,6 +3,7 @@ package install
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +18,16 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -61,7 +68,8 @@ func helmBinary(t *testing.T) string {
 	return helmBuild.path
 }
 
-// renderChart runs `helm template banlieue charts/banlieue --include-crds` with extra args.
+// renderChart runs `helm template banlieue charts/banlieue --include-crds` into banlieue-system
+// with extra args (a later --namespace wins).
 func renderChart(t *testing.T, helm string, args ...string) []byte {
 	t.Helper()
 	start := time.Now()
@@ -73,11 +81,16 @@ func renderChart(t *testing.T, helm string, args ...string) []byte {
 	return out
 }
 
-// helmTemplate runs `helm template banlieue charts/banlieue --include-crds` with extra args and
-// returns its output, its error output and how it exited.
+// helmTemplate runs `helm template banlieue charts/banlieue --include-crds --namespace
+// banlieue-system` with extra args and returns its output, its error output and how it exited.
 func helmTemplate(helm string, args ...string) ([]byte, string, error) {
+	return helmTemplateChart(helm, chartDir(), args...)
+}
+
+// helmTemplateChart is helmTemplate for the chart in dir.
+func helmTemplateChart(helm, dir string, args ...string) ([]byte, string, error) {
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(helm, append([]string{"template", "banlieue", chartDir(), "--include-crds"}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "banlieue", dir, "--include-crds", "--namespace", systemNS}, args...)...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -256,11 +269,16 @@ func TestChartCopiesInSync(t *testing.T) {
 	}
 }
 
-// TestChartMatchesKustomize: `helm template` with the default values and `kubectl kustomize
-// config/default` render the same objects, field for field, up to the labels helm alone sets.
+// TestChartMatchesKustomize: `helm template -n banlieue-system` with the default values and
+// `kubectl kustomize config/default` render the same objects, field for field, up to the labels
+// helm alone sets and the release namespace itself, which helm creates (--create-namespace).
 func TestChartMatchesKustomize(t *testing.T) {
 	helm := helmBinary(t)
 	kust := normalise(parseObjects(t, renderKustomize(t)))
+	if _, ok := kust["Namespace "+systemNS]; !ok {
+		t.Fatalf("config/default renders no Namespace %s", systemNS)
+	}
+	delete(kust, "Namespace "+systemNS)
 	chart := normalise(parseObjects(t, renderChart(t, helm)))
 	var keys []string
 	for k := range kust {
@@ -472,25 +490,20 @@ func TestRenderingsApplyDryRun(t *testing.T) {
 	}
 }
 
-// TestHelmInstall runs the documented `helm install` (release record in an existing namespace,
-// the chart creating both of banlieue's) against an empty API server, then `helm uninstall`.
-func TestHelmInstall(t *testing.T) {
-	helm := helmBinary(t)
-	start := time.Now()
-	c := startCluster(t)
-	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+// helmCLI runs helm against the cluster, with a private helm home (no repositories, cache or
+// config of the machine's user); it fails the test when helm fails.
+func helmCLI(t *testing.T, helm string, c *cluster) func(args ...string) string {
 	kubeconfig := c.kubectl[len(c.kubectl)-1] // --kubeconfig=<file>, as envtest's kubectl gets it
 	if !strings.HasPrefix(kubeconfig, "--kubeconfig=") {
 		t.Fatalf("envtest kubectl options %q carry no --kubeconfig", c.kubectl[1:])
 	}
-	runHelm := func(args ...string) string {
+	home := t.TempDir()
+	return func(args ...string) string {
 		t.Helper()
 		start := time.Now()
 		var out, errOut bytes.Buffer
 		cmd := exec.Command(helm, append(args, kubeconfig)...)
 		cmd.Dir = testenv.RepoRoot()
-		// A private helm home: no repositories, cache or config of the machine's user.
-		home := t.TempDir()
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Run(); err != nil {
@@ -499,9 +512,20 @@ func TestHelmInstall(t *testing.T) {
 		t.Logf("helm %s in %v", strings.Join(args[:2], " "), time.Since(start).Round(time.Millisecond))
 		return out.String() + errOut.String()
 	}
-	runHelm("install", "banlieue", chartDir(), "--namespace", "default")
+}
 
-	// What the install created, read back as the objects config/default would have created.
+// TestHelmInstall runs the documented `helm install -n banlieue-system --create-namespace`
+// against an empty API server, then `helm uninstall`.
+func TestHelmInstall(t *testing.T) {
+	helm := helmBinary(t)
+	start := time.Now()
+	c := startCluster(t)
+	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+	runHelm := helmCLI(t, helm, c)
+	runHelm("install", "banlieue", chartDir(), "--namespace", systemNS, "--create-namespace")
+
+	// What the install created, read back as the objects config/default would have created
+	// (its Namespace banlieue-system is helm's --create-namespace here).
 	want := normalise(parseObjects(t, renderKustomize(t)))
 	byNamespace := map[string][]string{}
 	for _, o := range want {
@@ -526,15 +550,73 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("ProviderClass libvirt image %q (%v %s), want %s", out, err, errOut, image)
 	}
 
-	runHelm("uninstall", "banlieue", "--namespace", "default", "--wait=false")
+	runHelm("uninstall", "banlieue", "--namespace", systemNS, "--wait=false")
 	for _, role := range roles {
 		if out, _, err := c.run("get", "clusterrole", "banlieue-"+role, "-o", "name"); err == nil {
 			t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
 		}
 	}
-	// Helm never deletes what it installed from crds/ (the guide says so).
+	// The CRDs carry helm.sh/resource-policy: keep (crds.keep), so uninstall leaves them and
+	// every VirtualMachine with them (the guide says so).
 	if out, errOut, err := c.run("get", "crd", "providerclasses.banlieue.io", "-o", "name"); err != nil {
 		t.Errorf("after helm uninstall the CRDs should stay: %v\n%s%s", err, out, errOut)
+	}
+}
+
+// TestHelmInstallReleaseNamespace installs the chart into a release namespace other than
+// banlieue-system: every namespaced object of the roles lands there, nothing names
+// banlieue-system, and the roles' accounts, impersonated there, hold what they need and nothing
+// more (the same boundary checks as config/default's TestInstall).
+func TestHelmInstallReleaseNamespace(t *testing.T) {
+	const ns = "ops"
+	helm := helmBinary(t)
+	rendered := renderChart(t, helm, "--namespace", ns, "--set", "monitoring.service.enabled=true",
+		"--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+		"--set", "monitoring.dashboard.enabled=true")
+	if strings.Contains(string(rendered), systemNS) {
+		for i, line := range strings.Split(string(rendered), "\n") {
+			if strings.Contains(line, systemNS) {
+				t.Errorf("helm template -n %s, line %d names %s: %s", ns, i+1, systemNS, strings.TrimSpace(line))
+			}
+		}
+	}
+	for _, o := range parseObjects(t, rendered) {
+		switch {
+		case o.GetKind() == "Namespace" && o.GetName() != buildNS:
+			t.Errorf("helm template -n %s renders Namespace %s; helm's --create-namespace creates the release namespace", ns, o.GetName())
+		case o.GetNamespace() != "" && o.GetNamespace() != ns && o.GetNamespace() != buildNS:
+			t.Errorf("%s: namespace %q, want %s or %s", objectKey(o), o.GetNamespace(), ns, buildNS)
+		}
+	}
+	if _, errOut, err := helmTemplate(helm, "--namespace", buildNS); err == nil ||
+		!strings.Contains(errOut, "the release namespace may not be "+buildNS) {
+		t.Errorf("helm template -n %s: err %v, output %q; want the chart's refusal", buildNS, err, errOut)
+	}
+
+	start := time.Now()
+	c := startCluster(t)
+	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+	runHelm := helmCLI(t, helm, c)
+	runHelm("install", "banlieue", chartDir(), "--namespace", ns, "--create-namespace")
+	ctx := context.Background()
+	for _, role := range roles {
+		var d appsv1.Deployment
+		if err := c.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "banlieue-" + role}, &d); err != nil {
+			t.Fatalf("Deployment %s/banlieue-%s: %v", ns, role, err)
+		}
+		checkDeployment(t, role, &d)
+	}
+	if err := c.admin.Get(ctx, client.ObjectKey{Name: systemNS}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Namespace %s after helm install -n %s: want not found, got %v", systemNS, ns, err)
+	}
+	checkRoleBoundaries(t, c, ns)
+	// An account of the same name in banlieue-system is nobody's: the bindings name ops only.
+	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range roles {
+		testenv.Forbidden(t, systemNS+"/banlieue-"+role+" lists VirtualMachines",
+			c.as(t, systemNS, "banlieue-"+role).List(ctx, &banlieuev1.VirtualMachineList{}))
 	}
 }
 

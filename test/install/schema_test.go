@@ -31,7 +31,9 @@ func TestChartValuesSchema(t *testing.T) {
 		{set: []string{"image.digest=sha256:abc"}, wantName: "/image/digest"},
 		{set: []string{"image.pullPolicy=Sometimes"}, wantName: "/image/pullPolicy"},
 		{set: []string{"image.repository="}, wantName: "/image/repository"},
-		{set: []string{"namespaces.system.podSecurity.enforce=strict"}, wantName: "/namespaces/system/podSecurity/enforce"},
+		{set: []string{"namespaces.imagebuild.podSecurity.enforce=strict"}, wantName: "/namespaces/imagebuild/podSecurity/enforce"},
+		// The release namespace is helm's: the chart labels only the build namespace.
+		{set: []string{"namespaces.system.podSecurity.enforce=restricted"}, wantName: "'system'"},
 		{set: []string{"imagebuilder.jobs.deadline=soon"}, wantName: "/imagebuilder/jobs/deadline"},
 		{set: []string{"imagebuilder.limits.maxDiskSize=big"}, wantName: "/imagebuilder/limits/maxDiskSize"},
 		{set: []string{"imagebuilder.limits.allowNetworks[0]=mirror.lan"}, wantName: "/imagebuilder/limits/allowNetworks/0"},
