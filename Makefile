@@ -25,7 +25,7 @@ manifests: ## CRDs and one ClusterRole per role, from the API types and rbac mar
 	  $(CONTROLLER_GEN) rbac:roleName=banlieue-$$role paths=./internal/$$dir/... output:rbac:dir=config/rbac/$$role; \
 	  cp config/rbac/$$role/role.yaml charts/banlieue/files/rbac/$$role.yaml; \
 	done
-	cp config/crd/bases/*.yaml charts/banlieue/crds/
+	cp config/crd/bases/*.yaml charts/banlieue/files/crds/
 	cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/
 
 .PHONY: docs

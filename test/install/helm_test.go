@@ -68,7 +68,7 @@ func helmBinary(t *testing.T) string {
 	return helmBuild.path
 }
 
-// renderChart runs `helm template banlieue charts/banlieue --include-crds` into banlieue-system
+// renderChart runs `helm template banlieue charts/banlieue` into banlieue-system
 // with extra args (a later --namespace wins).
 func renderChart(t *testing.T, helm string, args ...string) []byte {
 	t.Helper()
@@ -81,8 +81,8 @@ func renderChart(t *testing.T, helm string, args ...string) []byte {
 	return out
 }
 
-// helmTemplate runs `helm template banlieue charts/banlieue --include-crds --namespace
-// banlieue-system` with extra args and returns its output, its error output and how it exited.
+// helmTemplate runs `helm template banlieue charts/banlieue --namespace banlieue-system` with
+// extra args and returns its output, its error output and how it exited.
 func helmTemplate(helm string, args ...string) ([]byte, string, error) {
 	return helmTemplateChart(helm, chartDir(), args...)
 }
@@ -90,7 +90,7 @@ func helmTemplate(helm string, args ...string) ([]byte, string, error) {
 // helmTemplateChart is helmTemplate for the chart in dir.
 func helmTemplateChart(helm, dir string, args ...string) ([]byte, string, error) {
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(helm, append([]string{"template", "banlieue", dir, "--include-crds", "--namespace", systemNS}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "banlieue", dir, "--namespace", systemNS}, args...)...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -146,8 +146,10 @@ func objectKey(o *unstructured.Unstructured) string {
 // helmOnlyLabels are the chart's bookkeeping labels, which kustomize does not set.
 var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance"}
 
-// normalise drops what only one rendering can carry: helm's own labels, and the part-of label
-// on CRDs (kustomize adds it to every object; helm installs crds/ verbatim, untemplated).
+// helmOnlyAnnotations: the CRDs' keep policy (crds.keep) means nothing to kubectl.
+var helmOnlyAnnotations = []string{"helm.sh/resource-policy"}
+
+// normalise drops what only one rendering can carry: helm's own labels and annotations.
 func normalise(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	byKey := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
@@ -156,13 +158,19 @@ func normalise(objs []*unstructured.Unstructured) map[string]*unstructured.Unstr
 		for _, l := range helmOnlyLabels {
 			delete(labels, l)
 		}
-		if o.GetKind() == "CustomResourceDefinition" {
-			delete(labels, "app.kubernetes.io/part-of")
-		}
 		if len(labels) == 0 {
 			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
 		} else {
 			o.SetLabels(labels)
+		}
+		annotations := o.GetAnnotations()
+		for _, a := range helmOnlyAnnotations {
+			delete(annotations, a)
+		}
+		if len(annotations) == 0 {
+			unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
+		} else {
+			o.SetAnnotations(annotations)
 		}
 		byKey[objectKey(o)] = o
 	}
@@ -223,7 +231,8 @@ func short(v any) string {
 	return strings.ReplaceAll(s, "\n", " ")
 }
 
-// TestChartCopiesInSync: charts/banlieue/crds and files/rbac are byte-for-byte copies of the
+// TestChartCopiesInSync: charts/banlieue/files/crds, files/rbac and files/admission are
+// byte-for-byte copies of the
 // generated config/crd/bases and config/rbac/<role>/role.yaml (see charts/banlieue/README.md).
 func TestChartCopiesInSync(t *testing.T) {
 	root := testenv.RepoRoot()
@@ -231,15 +240,19 @@ func TestChartCopiesInSync(t *testing.T) {
 	if err != nil || len(bases) == 0 {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
 	}
-	copies, _ := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
+	copies, _ := filepath.Glob(filepath.Join(chartDir(), "files", "crds", "*.yaml"))
 	pairs := map[string]string{}
 	for _, b := range bases {
-		pairs[filepath.Join(chartDir(), "crds", filepath.Base(b))] = b
+		pairs[filepath.Join(chartDir(), "files", "crds", filepath.Base(b))] = b
 	}
 	for _, c := range copies {
 		if _, ok := pairs[c]; !ok {
-			t.Errorf("charts/banlieue/crds/%s has no source in config/crd/bases: delete it", filepath.Base(c))
+			t.Errorf("charts/banlieue/files/crds/%s has no source in config/crd/bases: delete it", filepath.Base(c))
 		}
+	}
+	// helm installs crds/ once and never upgrades it: the CRDs are templates (templates/crds.yaml).
+	if _, err := os.Stat(filepath.Join(chartDir(), "crds")); !os.IsNotExist(err) {
+		t.Errorf("charts/banlieue/crds exists (%v): helm would install it besides templates/crds.yaml", err)
 	}
 	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
 		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
@@ -263,7 +276,7 @@ func TestChartCopiesInSync(t *testing.T) {
 	}
 	if stale > 0 {
 		t.Log(`refresh them with:
-  cp config/crd/bases/*.yaml charts/banlieue/crds/
+  cp config/crd/bases/*.yaml charts/banlieue/files/crds/
   for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done
   cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/`)
 	}
@@ -279,7 +292,9 @@ func TestChartMatchesKustomize(t *testing.T) {
 		t.Fatalf("config/default renders no Namespace %s", systemNS)
 	}
 	delete(kust, "Namespace "+systemNS)
-	chart := normalise(parseObjects(t, renderChart(t, helm)))
+	// As `helm upgrade` renders it, the API serving ProviderClasses (a first install's
+	// rendering lacks only the ProviderClass: TestChartFirstInstallProviderClass).
+	chart := normalise(parseObjects(t, renderChart(t, helm, "--api-versions", providerClassAPI)))
 	var keys []string
 	for k := range kust {
 		keys = append(keys, k)
@@ -307,11 +322,69 @@ func TestChartMatchesKustomize(t *testing.T) {
 		}
 	}
 	t.Logf("%d objects compared", len(keys))
-	// Every object but the CRDs carries part-of on both sides (the comparison kept it).
+	// Every object carries part-of on both sides (the comparison kept it).
 	for k, o := range chart {
-		if o.GetKind() != "CustomResourceDefinition" && o.GetLabels()["app.kubernetes.io/part-of"] != "banlieue" {
+		if o.GetLabels()["app.kubernetes.io/part-of"] != "banlieue" {
 			t.Errorf("%s lacks app.kubernetes.io/part-of: banlieue", k)
 		}
+	}
+}
+
+// providerClassAPI is how helm's capabilities name the ProviderClass kind.
+const providerClassAPI = "banlieue.io/v1alpha1/ProviderClass"
+
+// TestChartFirstInstallProviderClass: where the API does not serve ProviderClasses yet (a first
+// install, the CRDs in the same release) the default ProviderClass is left out, and NOTES.txt
+// says how to create it; with the kind served (an upgrade) or crds.enabled=false (the CRDs
+// installed beforehand) it is rendered. Nothing else changes.
+func TestChartFirstInstallProviderClass(t *testing.T) {
+	helm := helmBinary(t)
+	first := normalise(parseObjects(t, renderChart(t, helm)))
+	upgrade := normalise(parseObjects(t, renderChart(t, helm, "--api-versions", providerClassAPI)))
+	const class = "ProviderClass.banlieue.io libvirt"
+	if _, ok := first[class]; ok {
+		t.Errorf("a first install renders %s", class)
+	}
+	if _, ok := upgrade[class]; !ok {
+		t.Errorf("an upgrade renders no %s", class)
+	}
+	delete(upgrade, class)
+	if !reflect.DeepEqual(first, upgrade) {
+		t.Errorf("a first install and an upgrade differ beyond the ProviderClass")
+	}
+	noCRDs := parseObjects(t, renderChart(t, helm, "--set", "crds.enabled=false"))
+	if !slices.ContainsFunc(noCRDs, func(o *unstructured.Unstructured) bool { return objectKey(o) == class }) {
+		t.Errorf("crds.enabled=false renders no %s", class)
+	}
+}
+
+// TestChartCRDValues: crds.enabled=false renders no CRD and nothing else less; crds.keep=false
+// drops the keep policy, which the default sets on every CRD.
+func TestChartCRDValues(t *testing.T) {
+	helm := helmBinary(t)
+	count := func(args ...string) (crds, others, kept int) {
+		// With the kind served, so that the ProviderClass is rendered either way.
+		for _, o := range parseObjects(t, renderChart(t, helm, append(args, "--api-versions", providerClassAPI)...)) {
+			if o.GetKind() != "CustomResourceDefinition" {
+				others++
+				continue
+			}
+			crds++
+			if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
+				kept++
+			}
+		}
+		return crds, others, kept
+	}
+	n, others, kept := count()
+	if n != len(crds) || kept != n {
+		t.Errorf("defaults: %d CRDs, %d with the keep policy; want %d, all kept", n, kept, len(crds))
+	}
+	if n, o, _ := count("--set", "crds.enabled=false"); n != 0 || o != others {
+		t.Errorf("crds.enabled=false: %d CRDs and %d other objects, want 0 and %d", n, o, others)
+	}
+	if n, _, kept := count("--set", "crds.keep=false"); n != len(crds) || kept != 0 {
+		t.Errorf("crds.keep=false: %d CRDs, %d kept; want %d, none kept", n, kept, len(crds))
 	}
 }
 
@@ -320,7 +393,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 func TestChartValues(t *testing.T) {
 	helm := helmBinary(t)
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	objs := parseObjects(t, renderChart(t, helm, nonDefaultValues(digest)...))
+	objs := parseObjects(t, renderChart(t, helm, append(nonDefaultValues(digest), "--api-versions", providerClassAPI)...))
 	byKind := map[string][]*unstructured.Unstructured{}
 	for _, o := range objs {
 		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
@@ -402,7 +475,8 @@ func TestChartValues(t *testing.T) {
 	}
 
 	// storageClassName "-" is an explicit empty class; providerClass.create=false drops it.
-	objs = parseObjects(t, renderChart(t, helm, "--set", "artifacts.storageClassName=-", "--set", "providerClass.create=false"))
+	objs = parseObjects(t, renderChart(t, helm, "--set", "artifacts.storageClassName=-", "--set", "providerClass.create=false",
+		"--api-versions", providerClassAPI))
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "PersistentVolumeClaim":
@@ -515,14 +589,26 @@ func helmCLI(t *testing.T, helm string, c *cluster) func(args ...string) string 
 }
 
 // TestHelmInstall runs the documented `helm install -n banlieue-system --create-namespace`
-// against an empty API server, then `helm uninstall`.
+// against an empty API server, a `helm upgrade`, one with a changed CRD, then `helm uninstall`.
 func TestHelmInstall(t *testing.T) {
 	helm := helmBinary(t)
 	start := time.Now()
 	c := startCluster(t)
 	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
 	runHelm := helmCLI(t, helm, c)
-	runHelm("install", "banlieue", chartDir(), "--namespace", systemNS, "--create-namespace")
+	// A first install cannot create the ProviderClass (its CRD is in the same release): NOTES.txt
+	// says to upgrade once, which does.
+	notes := runHelm("install", "banlieue", chartDir(), "--namespace", systemNS, "--create-namespace")
+	if !strings.Contains(notes, "helm upgrade banlieue <this chart> -n "+systemNS+" --reuse-values") {
+		t.Errorf("helm install output lacks the upgrade that creates the ProviderClass:\n%s", notes)
+	}
+	if out, _, err := c.run("get", "providerclass", "libvirt", "-o", "name"); err == nil {
+		t.Errorf("after a first helm install: %s exists", strings.TrimSpace(out))
+	}
+	notes = runHelm("upgrade", "banlieue", chartDir(), "--namespace", systemNS, "--reuse-values")
+	if !strings.Contains(notes, "kubectl get providerclass libvirt") {
+		t.Errorf("helm upgrade output lacks the ProviderClass:\n%s", notes)
+	}
 
 	// What the install created, read back as the objects config/default would have created
 	// (its Namespace banlieue-system is helm's --create-namespace here).
@@ -550,6 +636,31 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("ProviderClass libvirt image %q (%v %s), want %s", out, err, errOut, image)
 	}
 
+
+	// A changed CRD reaches the API server through helm upgrade alone (the CRDs are templates).
+	changed := t.TempDir()
+	if err := os.CopyFS(changed, os.DirFS(chartDir())); err != nil {
+		t.Fatal(err)
+	}
+	crdFile := filepath.Join(changed, "files", "crds", "banlieue.io_vmimages.yaml")
+	data, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const column = "  - additionalPrinterColumns:\n"
+	if !strings.Contains(string(data), column) {
+		t.Fatalf("%s: no additionalPrinterColumns to extend", crdFile)
+	}
+	data = []byte(strings.Replace(string(data), column, column+"    - jsonPath: .metadata.uid\n      name: UpgradeProbe\n      type: string\n", 1))
+	if err := os.WriteFile(crdFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runHelm("upgrade", "banlieue", changed, "--namespace", systemNS)
+	if out, errOut, err := c.run("get", "crd", "vmimages.banlieue.io", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); err != nil ||
+		!strings.Contains(out, "UpgradeProbe") {
+		t.Errorf("vmimages.banlieue.io printer columns after helm upgrade of a changed CRD: %q (%v %s), want UpgradeProbe", out, err, errOut)
+	}
+
 	runHelm("uninstall", "banlieue", "--namespace", systemNS, "--wait=false")
 	for _, role := range roles {
 		if out, _, err := c.run("get", "clusterrole", "banlieue-"+role, "-o", "name"); err == nil {
@@ -557,9 +668,14 @@ func TestHelmInstall(t *testing.T) {
 		}
 	}
 	// The CRDs carry helm.sh/resource-policy: keep (crds.keep), so uninstall leaves them and
-	// every VirtualMachine with them (the guide says so).
-	if out, errOut, err := c.run("get", "crd", "providerclasses.banlieue.io", "-o", "name"); err != nil {
-		t.Errorf("after helm uninstall the CRDs should stay: %v\n%s%s", err, out, errOut)
+	// every VirtualMachine with them (the guide says so); the ProviderClass, a release object, goes.
+	for _, name := range crds {
+		if out, errOut, err := c.run("get", "crd", name, "-o", "name"); err != nil {
+			t.Errorf("after helm uninstall CRD %s should stay: %v\n%s%s", name, err, out, errOut)
+		}
+	}
+	if out, _, err := c.run("get", "providerclass", "libvirt", "-o", "name"); err == nil {
+		t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
 	}
 }
 

@@ -27,3 +27,8 @@ account there, and its Pod Security level is the build Jobs'.
 {{- .Release.Namespace }}
 {{- end }}
 {{- define "banlieue.buildNamespace" -}}banlieue-imagebuild{{- end }}
+
+{{/* "true" when the default ProviderClass is rendered (templates/providerclass.yaml). */}}
+{{- define "banlieue.renderProviderClass" -}}
+{{- if and .Values.providerClass.create (or (not .Values.crds.enabled) (.Capabilities.APIVersions.Has "banlieue.io/v1alpha1/ProviderClass")) }}true{{ end }}
+{{- end }}
