@@ -502,6 +502,13 @@ func nonDefaultValues(digest string) []string {
 		"tolerations[0].key=dedicated", "tolerations[0].operator=Exists", "tolerations[0].effect=NoSchedule",
 		"artifacts.size=500Gi", "artifacts.storageClassName=cephfs", "artifacts.accessModes[0]=ReadWriteOnce",
 		"providerClass.name=libvirt-custom", "providerClass.pullSecrets[0].name=regcred",
+		"podSecurityContext.runAsUser=1000", "podSecurityContext.runAsGroup=1000", "podSecurityContext.fsGroup=1000",
+		"securityContext.capabilities.add[0]=NET_BIND_SERVICE",
+		"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+		"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "topologySpreadConstraints[0].matchLabelKeys[0]=pod-template-hash",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].key=banlieue.io/infra",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].operator=Exists",
 	}
 	values = append(values, jobValues...)
 	var args []string
