@@ -643,7 +643,6 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("ProviderClass libvirt image %q (%v %s), want %s", out, err, errOut, image)
 	}
 
-
 	// A changed CRD reaches the API server through helm upgrade alone (the CRDs are templates).
 	changed := t.TempDir()
 	if err := os.CopyFS(changed, os.DirFS(chartDir())); err != nil {
