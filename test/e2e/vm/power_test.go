@@ -81,6 +81,8 @@ func TestPowerOnLab(t *testing.T) {
 		s.setPower(ctx, t, soft, func(vm *banlieuev1.VirtualMachine) { vm.Spec.NextRestartTime = &at })
 		start := time.Now()
 		s.waitConsole(t, soft, "BANLIEUE-BOOT", 2)
+		// The first boot ended in the guest's own answer to the power button.
+		s.waitConsole(t, soft, "BANLIEUE-ACPI-POWEROFF", 1)
 		t.Logf("ACPI reboot seen on the console after %s", time.Since(start).Round(time.Millisecond))
 		testenv.Eventually(t, 30*time.Second, "VM status.lastRestartTime", func() error {
 			vm := s.getVM(ctx, t, soft)
@@ -98,6 +100,7 @@ func TestPowerOnLab(t *testing.T) {
 		s.setPower(ctx, t, soft, func(vm *banlieuev1.VirtualMachine) { vm.Spec.DesiredPowerState = banlieuev1.PoweredOff })
 		start := time.Now()
 		s.waitDomain(ctx, t, soft, libvirt.DomainShutOff, libvirt.DomainShutoffShutdown, 90*time.Second)
+		s.waitConsole(t, soft, "BANLIEUE-ACPI-POWEROFF", 2) // the guest saw the button
 		t.Logf("Soft power-off took %s", time.Since(start).Round(time.Millisecond))
 		s.waitEvent(ctx, t, soft, corev1.EventTypeNormal, infrav1.ReasonShuttingDown)
 		s.waitEvent(ctx, t, soft, corev1.EventTypeNormal, banlieuev1.ReasonDomainStopped)
@@ -120,6 +123,9 @@ func TestPowerOnLab(t *testing.T) {
 		}
 		s.waitDomain(ctx, t, stubborn, libvirt.DomainShutOff, libvirt.DomainShutoffDestroyed, 60*time.Second)
 		took := time.Since(start)
+		if strings.Contains(s.consoleLog(stubborn), "BANLIEUE-ACPI-POWEROFF") {
+			t.Error("the guest that ignores ACPI answered the power button")
+		}
 		t.Logf("TrySoft with a 10s timeout destroyed the ACPI-ignoring guest after %s", took.Round(time.Millisecond))
 		if took < 9*time.Second {
 			t.Errorf("destroyed after %s, before the 10s timeout", took)
