@@ -224,6 +224,7 @@ func invalidCases() []invalidCase {
 			[]string{"spec.powerOffTimeout", "powerOffTimeout must be between 1s and 30m"}},
 		{"vm power-off timeout below 1s", validVirtualMachine, setTo("spec.powerOffTimeout", "500ms"),
 			[]string{"spec.powerOffTimeout", "powerOffTimeout must be between 1s and 30m"}},
+		{"vm power-off timeout not a duration", validVirtualMachine, setTo("spec.powerOffTimeout", "soon"), []string{"spec.powerOffTimeout"}},
 		{"vm restart time not a time", validVirtualMachine, setTo("spec.nextRestartTime", "now"), []string{"spec.nextRestartTime"}},
 		{"vm bad migration policy", validVirtualMachine, setTo("spec.migrationPolicy", "sometimes"), []string{"spec.migrationPolicy: Unsupported value"}},
 		{"vm static address not an IP", validVirtualMachine, setTo("spec.networkOverrides[0].static.address", "192.0.2.10/24"),

@@ -7,6 +7,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -144,12 +145,13 @@ func (o powerOutcome) requestedAt() *metav1.Time {
 }
 
 // requeue is how soon a pass should look again for the power-off under way: a pressed button
-// is watched every few seconds, and TrySoft's deadline is not overslept.
+// is watched on the interval of a pass waiting on something about to change (app.ErrorRetry),
+// and TrySoft's deadline is not overslept.
 func (o powerOutcome) requeue() time.Duration {
 	if o.plan.requestedAt.IsZero() {
 		return 0
 	}
-	const watch = 5 * time.Second
+	watch := app.ErrorRetry
 	if o.inputs.mode == banlieuev1.PowerOffTrySoft || o.inputs.mode == "" {
 		if left := time.Until(o.plan.requestedAt.Add(o.inputs.timeout)); left < watch {
 			return max(left, time.Second)
