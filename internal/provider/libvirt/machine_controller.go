@@ -124,7 +124,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return r.retry(ctx, &m, err)
 		}
 		r.starts.clear(m.UID)
-		r.announced.forget(string(m.UID)+"/power", string(m.UID)+"/defined")
+		r.announced.forget(announcedKeys(&m)...)
 		hadFinalizer := controllerutil.ContainsFinalizer(&m, infrav1.FinalizerLibvirtMachine)
 		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 			return ctrl.Result{}, err
@@ -175,10 +175,18 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
-	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status)
+	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status, obs.power.plan.action)
 	requeue := app.RequeueLong
 	if len(obs.addresses) == 0 || obs.phase == notAnnounced {
 		requeue = app.RequeueDefault
+	}
+	// A power-off under way is watched closely, whatever the resync.
+	if w := obs.power.requeue(); w > 0 {
+		requeue = w
+		if r.Resync > 0 {
+			requeue = min(r.Resync, w)
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
 }
