@@ -23,7 +23,7 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// ControllerName names the controller in logs and in the banlieue_reconcile_* series.
+// ControllerName names the controller in logs and in controller-runtime's controller_runtime_reconcile_* series.
 const ControllerName = "imagebuilder"
 
 // reconcileTimeout bounds one pass: a handful of API calls.
@@ -79,7 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(isBuildJob)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument(ControllerName, r))
+		Complete(r)
 }
 
 // Reconcile ensures the image's build Job and mirrors it.

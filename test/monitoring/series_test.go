@@ -75,9 +75,9 @@ var roles = []struct {
 	args  []string
 	ready string
 }{
-	{"controller", []string{"controller"}, `banlieue_reconcile_duration_seconds_count{controller="virtualmachine"}`},
-	{"operator", []string{"operator"}, `banlieue_reconcile_duration_seconds_count{controller="operator-provider"}`},
-	{"imagebuilder", []string{"imagebuilder"}, `banlieue_reconcile_duration_seconds_count{controller="imagebuilder"}`},
+	{"controller", []string{"controller"}, `controller_runtime_reconcile_time_seconds_count{controller="virtualmachine"}`},
+	{"operator", []string{"operator"}, `controller_runtime_reconcile_time_seconds_count{controller="operator-provider"}`},
+	{"imagebuilder", []string{"imagebuilder"}, `controller_runtime_reconcile_time_seconds_count{controller="imagebuilder"}`},
 	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x", "--import-service-account", "x-import"},
 		`banlieue_provider_failure_domains{backend="libvirt",name="x",namespace="banlieue-system"} 0`},
 }

@@ -89,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("vmimage-libvirt", r))
+		Complete(r)
 }
 
 func (r *Reconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {
