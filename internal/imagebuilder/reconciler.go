@@ -72,6 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("imagebuilder: ArtifactsPVC is required")
 	}
 	r.recorder = mgr.GetEventRecorder(recorderName)
+	initBuildMetrics()
 	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[banlieuev1.LabelComponent] == ComponentBuild
 	})
@@ -127,6 +128,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.applyStatus(ctx, &img, artifact); err != nil {
 		return ctrl.Result{}, err
+	}
+	if job != nil && artifact.JobRef != nil && artifact.JobRef.Name == job.Name {
+		recordBuild(job, artifact)
 	}
 	if typ, reason, ok := buildTransition(img.Status.BuildArtifact, artifact); ok {
 		// The message went through applyStatus: bounded, and the source URL redacted.

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -41,11 +40,11 @@ func TestRPCCode(t *testing.T) {
 func TestObserveRPC(t *testing.T) {
 	observe := RPCObserver()
 	const proc = "STORAGE_VOL_LOOKUP_BY_NAME"
-	if got, ok := sample(t, "banlieue_libvirt_rpc_errors_total", "DOMAIN_CREATE_WITH_FLAGS", "transport"); !ok || got != 0 {
+	if got, ok := testenv.RegistrySample(t, "banlieue_libvirt_rpc_errors_total", map[string]string{"procedure": "DOMAIN_CREATE_WITH_FLAGS", "code": "transport"}); !ok || got != 0 {
 		t.Fatalf("pre-created error counter = %v (present %v), want 0", got, ok)
 	}
 	value := func(name, code string) float64 {
-		v, _ := sample(t, name, proc, code)
+		v, _ := testenv.RegistrySample(t, name, map[string]string{"procedure": proc, "code": code})
 		return v
 	}
 	const hist, errs = "banlieue_libvirt_rpc_duration_seconds", "banlieue_libvirt_rpc_errors_total"
@@ -69,51 +68,7 @@ func TestObserveRPC(t *testing.T) {
 			t.Errorf("%s{code=%q} grew by %v, want %v", tt.name, tt.code, d, tt.want)
 		}
 	}
-	if n := series(t, errs); n != 2*len(libvirt.Procedures()) {
+	if n := testenv.RegistrySeries(t, errs); n != 2*len(libvirt.Procedures()) {
 		t.Errorf("%d error series, want 2 per procedure (%d): only the table's names and two codes", n, 2*len(libvirt.Procedures()))
 	}
-}
-
-// sample is the value of a counter, or the observation count of a histogram, with labels
-// procedure and code in the controller-runtime registry the roles serve.
-func sample(t *testing.T, name, procedure, code string) (float64, bool) {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["procedure"] != procedure || labels["code"] != code {
-				continue
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount()), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-// series counts the series of one metric family.
-func series(t *testing.T, name string) int {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return len(f.GetMetric())
-		}
-	}
-	return 0
 }
