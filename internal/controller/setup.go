@@ -92,6 +92,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
 
+	initReadyMetrics()
 	// A second Setup in one process (tests) keeps the first collector rather than failing.
 	var already prometheus.AlreadyRegisteredError
 	if err := metrics.Registry.Register(newVMPhaseCollector(mgr.GetClient(), opts.Namespace)); err != nil && !errors.As(err, &already) {
