@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +23,8 @@ var (
 		// waited for its image's build and import, in many minutes.
 		Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 	}, nil)
-	// readyVMs are the VMs already recorded, from this process's start.
-	readyVMs = app.NewObservedOnce(time.Now())
+	// readyVMs are the VMs already recorded, since this process leads.
+	readyVMs = app.NewObservedOnce(app.LeadingSince)
 )
 
 func init() {

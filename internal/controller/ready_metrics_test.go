@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 )
 
 // A VM is recorded once, the first time a written status turns Ready True, with the time from
@@ -16,6 +17,8 @@ import (
 func TestRecordTimeToReady(t *testing.T) {
 	initReadyMetrics()
 	now := time.Now()
+	// As if this process had been elected now.
+	readyVMs = app.NewObservedOnce(func() (time.Time, bool) { return now, true })
 	vm := func(uid string, age time.Duration) *banlieuev1.VirtualMachine {
 		return &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), CreationTimestamp: metav1.NewTime(now.Add(-age))}}
 	}

@@ -1,8 +1,6 @@
 package imagebuilder
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,8 +25,8 @@ var (
 		Name: "banlieue_image_build_bytes_total",
 		Help: "Bytes of the artifacts successful builds wrote (status.buildArtifact.sizeBytes).",
 	}, nil)
-	// builds are the build Jobs already recorded, from this process's start.
-	builds = app.NewObservedOnce(time.Now())
+	// builds are the build Jobs already recorded, since this process leads.
+	builds = app.NewObservedOnce(app.LeadingSince)
 )
 
 func init() {

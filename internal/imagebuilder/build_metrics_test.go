@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -29,6 +30,8 @@ func finishedBuildJob(uid string, end time.Time, took time.Duration, typ batchv1
 func TestRecordBuildOnce(t *testing.T) {
 	initBuildMetrics()
 	now := time.Now()
+	// As if this process had been elected now.
+	builds = app.NewObservedOnce(func() (time.Time, bool) { return now, true })
 	ready := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, SizeBytes: 300 << 20}
 	failed := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildFailed}
 	pending := &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildPending}

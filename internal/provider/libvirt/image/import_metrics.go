@@ -1,8 +1,6 @@
 package image
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,8 +25,8 @@ var (
 		Name: "banlieue_image_import_bytes_total",
 		Help: "Bytes of the artifacts successful import Jobs uploaded into a pool (the artifact's sizeBytes).",
 	}, nil)
-	// imports are the import Jobs already recorded, from this process's start.
-	imports = app.NewObservedOnce(time.Now())
+	// imports are the import Jobs already recorded, since this process leads.
+	imports = app.NewObservedOnce(app.LeadingSince)
 )
 
 func init() {

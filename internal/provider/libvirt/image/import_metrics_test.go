@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -18,6 +19,8 @@ import (
 func TestRecordImportOnce(t *testing.T) {
 	initImportMetrics()
 	now := time.Now()
+	// As if this process had been elected now.
+	imports = app.NewObservedOnce(func() (time.Time, bool) { return now, true })
 	job := func(uid string, end time.Time, typ batchv1.JobConditionType) *batchv1.Job {
 		start := metav1.NewTime(end.Add(-42 * time.Second))
 		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}, Status: batchv1.JobStatus{StartTime: &start,
