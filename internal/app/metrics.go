@@ -31,6 +31,13 @@ func LeadingSince() (time.Time, bool) {
 	return time.Unix(0, n), n != 0
 }
 
+// LeaderGauge is the runnable NewManager adds to every role's manager: it flips banlieue_leader
+// and sets LeadingSince when mgr is elected. A test that builds its own manager adds it to have
+// the once-only series recorded.
+func LeaderGauge(mgr manager.Manager, role string) manager.Runnable {
+	return leaderGauge{mgr: mgr, role: role}
+}
+
 // leaderGauge flips banlieue_leader when the manager is elected; it runs on every replica.
 type leaderGauge struct {
 	mgr  manager.Manager
