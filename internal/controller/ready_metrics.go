@@ -36,9 +36,9 @@ func initReadyMetrics() { timeToReady.WithLabelValues() }
 
 // recordTimeToReady records a VM the first time this process writes its Ready condition going
 // to True (before is the status it read, after the one it wrote): from creationTimestamp to the
-// condition's lastTransitionTime. A VM Ready again after a NotReady spell is not recorded again;
-// a process that restarts forgets which VMs it recorded, so such a VM's next Ready after a
-// restart is (docs/operations.md, "banlieue's series").
+// condition's lastTransitionTime. A VM Ready again after a NotReady spell is not recorded again
+// by this process; a restarted one has forgotten it, and records its next Ready with its whole
+// age (docs/operations.md, "banlieue's series").
 func recordTimeToReady(vm *banlieuev1.VirtualMachine, before, after []metav1.Condition) {
 	next := meta.FindStatusCondition(after, banlieuev1.ConditionReady)
 	if next == nil || next.Status != metav1.ConditionTrue || meta.IsStatusConditionTrue(before, banlieuev1.ConditionReady) {
