@@ -70,7 +70,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
-		Complete(app.Instrument("libvirtmachine", r))
+		Complete(r)
 }
 
 // serves reports whether m is this process's: its providerRef names the Provider the process
