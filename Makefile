@@ -25,12 +25,13 @@ manifests: ## CRDs and one ClusterRole per role, from the API types and rbac mar
 	  $(CONTROLLER_GEN) rbac:roleName=banlieue-$$role paths=./internal/$$dir/... output:rbac:dir=config/rbac/$$role; \
 	  cp config/rbac/$$role/role.yaml charts/banlieue/files/rbac/$$role.yaml; \
 	done
-	cp config/crd/bases/*.yaml charts/banlieue/crds/
+	cp config/crd/bases/*.yaml charts/banlieue/files/crds/
 	cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/
 
 .PHONY: docs
-docs: ## The API reference (docs/reference/api.md) from the generated CRDs.
+docs: ## The API reference (docs/reference/api.md) from the generated CRDs, and the chart README's values table.
 	go run ./hack/apidocs
+	go run ./hack/chartdoc
 
 .PHONY: build
 build: ## The banlieue binary (static, version and commit stamped), into bin/ (BIN=path elsewhere).

@@ -20,7 +20,13 @@
 #   BANLIEUE-FILE <name> <size>, then the content in base64, then BANLIEUE-FILE-END
 #     (for meta-data and user-data, when present)
 #   BANLIEUE-AGENT <port device>|absent
+#   BANLIEUE-ACPI acpid|ignored
 #   BANLIEUE-GUEST-END
+# Before the first report it prints BANLIEUE-BOOT once per boot, so a reader counts boots
+# (a restart). busybox acpid answers the ACPI power button with `poweroff -f` (the guest shuts
+# down the way a graceful shutdown asks, banlieue's powerOffMode Soft and TrySoft), unless the
+# seed's user-data holds the word banlieue-ignore-acpi: then no acpid runs and the button does
+# nothing, a guest for TrySoft's timeout.
 # It writes `installed` to /run/banlieue/phase (banlieue's guest-side contract, ADR-0043) and
 # runs Debian's qemu-ga on the virtio-serial port org.qemu.guest_agent.0 (the binary plus the
 # shared libraries ldd names, copied from this Debian host).
@@ -81,7 +87,7 @@ initrd=$work/initrd
 mkdir -p "$initrd"/{bin,dev,proc,sys,run,mnt,tmp,lib/modules/"$kver"}
 cp "$busybox" "$initrd/bin/busybox"
 ln -s busybox "$initrd/bin/sh"
-modules="ahci sr_mod sd_mod isofs virtio_pci virtio_blk virtio_console virtio_net tpm_crb tpm_tis"
+modules="ahci sr_mod sd_mod isofs virtio_pci virtio_blk virtio_console virtio_net tpm_crb tpm_tis button evdev"
 moddir=$root/lib/modules/$kver
 for m in $modules; do
 	line=$(grep -E "/$m\.ko[^:/]*:" "$moddir/modules.dep" || true)
@@ -107,6 +113,13 @@ interp=$(ldd "$ga" | awk '/ld-linux/ {print $1}')
 mkdir -p "$initrd$(dirname "$interp")"
 cp -L "$interp" "$initrd$interp"
 
+# busybox acpid's default map and action table send the power button (KEY_POWER on the ACPI
+# button's input device) to /etc/acpi/PWRF/00000080.
+mkdir -p "$initrd/etc/acpi/PWRF"
+printf 'PWRF PWRF/00000080\n' >"$initrd/etc/acpid.conf"
+printf '#!/bin/sh\necho BANLIEUE-ACPI-POWEROFF >/dev/ttyS0\nexec poweroff -f\n' >"$initrd/etc/acpi/PWRF/00000080"
+chmod 0755 "$initrd/etc/acpi/PWRF/00000080"
+
 cat >"$initrd/init" <<EOF_INIT
 #!/bin/sh
 /bin/busybox --install -s /bin
@@ -116,6 +129,7 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs run /run
 exec >/dev/ttyS0 2>&1 </dev/null
 echo 1 >/proc/sys/kernel/printk
+echo BANLIEUE-BOOT
 for m in $modules; do modprobe \$m 2>/dev/null; done
 r=/run/banlieue/report
 mkdir -p /run/banlieue
@@ -155,6 +169,15 @@ done
 	fi
 } >\$r.tmp
 echo installed >/run/banlieue/phase
+acpi=acpid
+if [ "\$seed" != none ] && grep -q banlieue-ignore-acpi /mnt/\${seed#/dev/}/user-data 2>/dev/null; then
+	acpi=ignored
+else
+	# The button's input device appears once the button driver bound: wait up to 5 s for it.
+	n=0
+	while ! grep -qs "Power Button" /sys/class/input/*/name && [ \$n -lt 50 ]; do sleep 0.1; n=\$((n + 1)); done
+	acpid -f -c /etc/acpi -a /etc/acpid.conf -l /run/acpid.log -p /run/acpid.pid &
+fi
 port=absent
 for p in /sys/class/virtio-ports/*; do
 	[ "\$(cat \$p/name 2>/dev/null)" = org.qemu.guest_agent.0 ] && port=/dev/\${p##*/}
@@ -165,7 +188,7 @@ if [ "\$port" != absent ]; then
 	mkdir -p /var/run /usr/local/var/run
 	/bin/qemu-ga -m virtio-serial -p "\$port" -t /run -d || port="failed:\$port"
 fi
-{ cat \$r.tmp; echo "BANLIEUE-AGENT \$port"; echo BANLIEUE-GUEST-END; } >\$r
+{ cat \$r.tmp; echo "BANLIEUE-AGENT \$port"; echo "BANLIEUE-ACPI \$acpi"; echo BANLIEUE-GUEST-END; } >\$r
 while true; do
 	cat \$r
 	sleep 2

@@ -75,6 +75,20 @@ const (
 	Suspended  PowerState = "Suspended"
 )
 
+// PowerOffMode is how a machine is powered off, and restarted, when its spec asks for it.
+// +kubebuilder:validation:Enum=Hard;Soft;TrySoft
+type PowerOffMode string
+
+// Power-off modes (docs/adr/0118).
+const (
+	// PowerOffHard destroys the domain: a power cut, the guest loses what it had not flushed.
+	PowerOffHard PowerOffMode = "Hard"
+	// PowerOffSoft presses the virtual ACPI power button once and waits for the guest.
+	PowerOffSoft PowerOffMode = "Soft"
+	// PowerOffTrySoft presses the button, then destroys the domain once the timeout has passed.
+	PowerOffTrySoft PowerOffMode = "TrySoft"
+)
+
 // Firmware selects the guest firmware.
 // +kubebuilder:validation:Enum=bios;efi;efi-secure
 type Firmware string

@@ -206,6 +206,10 @@ const (
 	ReasonDomainStarted = "DomainStarted"
 	// ReasonDomainStopped: the provider stopped the machine's domain.
 	ReasonDomainStopped = "DomainStopped"
+	// ReasonDomainResumed: the provider resumed the machine's suspended domain.
+	ReasonDomainResumed = "DomainResumed"
+	// ReasonDomainRestarted: the provider restarted the machine's domain for spec.nextRestartTime.
+	ReasonDomainRestarted = "DomainRestarted"
 	// ReasonDomainDestroyed: the provider tore the machine's domain and volumes down.
 	ReasonDomainDestroyed = "DomainDestroyed"
 	// ReasonHostReachable: the provider reached and authenticated to its host again.

@@ -13,13 +13,36 @@ type VirtualMachineSpec struct {
 	// placement narrows where the VM may be scheduled.
 	// +optional
 	Placement *Placement `json:"placement,omitempty"`
-	// desiredPowerState of the VM: PoweredOn (the default) starts it. PoweredOff is a hard
-	// power-off: the domain is destroyed (the virtual power cable pulled), without asking the
-	// guest to shut down, so the guest loses writes it has not flushed. Suspended is accepted
-	// but not yet acted on: the VM keeps its current power state.
+	// desiredPowerState of the VM: PoweredOn (the default) starts it (and resumes a suspended
+	// one); PoweredOff powers it off the way powerOffMode says; Suspended pauses a running VM's
+	// virtual CPUs (its memory stays allocated on the host) and PoweredOn resumes it. A VM that
+	// is off stays off when asked for Suspended.
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
+	// powerOffMode is how PoweredOff and a restart reach the guest. TrySoft (the default)
+	// presses the virtual ACPI power button, waits powerOffTimeout for the guest to shut down,
+	// then destroys the domain. Soft presses the button once and waits as long as the guest
+	// takes (a guest that ignores ACPI never goes off). Hard destroys the domain at once: a
+	// power cut, and the guest loses writes it has not flushed. Deleting a VM always destroys
+	// its domain, whatever the mode.
+	// +optional
+	// +kubebuilder:default=TrySoft
+	PowerOffMode PowerOffMode `json:"powerOffMode,omitempty"`
+	// powerOffTimeout is how long TrySoft waits for the guest to shut down after pressing the
+	// power button, counted from the first press, before destroying the domain. Default 2m;
+	// between 1s and 30m. Soft and Hard ignore it.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="powerOffTimeout must be between 1s and 30m"
+	PowerOffTimeout *metav1.Duration `json:"powerOffTimeout,omitempty"`
+	// nextRestartTime asks for a restart: set it to the current time (RFC 3339) and a running VM
+	// restarts once, when it is later than status.lastRestartTime. Soft and TrySoft reboot the
+	// guest through the ACPI power button (a guest that ignores ACPI does not restart); Hard
+	// destroys and starts the domain (a power cut). A VM that is off or suspended restarts when
+	// it next starts.
+	// +optional
+	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
 	// migrationPolicy says what happens when the placement decision changes. For libvirt use
 	// never.
 	// +optional
@@ -234,6 +257,9 @@ type VirtualMachineStatus struct {
 	// observedPowerState mirrors the machine's.
 	// +optional
 	ObservedPowerState PowerState `json:"observedPowerState,omitempty"`
+	// lastRestartTime is the spec.nextRestartTime the VM last restarted (or started) for.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 	// tpmEndorsementCertificates are the vTPM's EK certificates (PEM); later.
 	// +optional
 	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`

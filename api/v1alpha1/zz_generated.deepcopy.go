@@ -1700,6 +1700,15 @@ func (in *VirtualMachineSpec) DeepCopyInto(out *VirtualMachineSpec) {
 		*out = new(Placement)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PowerOffTimeout != nil {
+		in, out := &in.PowerOffTimeout, &out.PowerOffTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.NextRestartTime != nil {
+		in, out := &in.NextRestartTime, &out.NextRestartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.UserData != nil {
 		in, out := &in.UserData, &out.UserData
 		*out = new(UserDataSource)
@@ -1751,6 +1760,10 @@ func (in *VirtualMachineStatus) DeepCopyInto(out *VirtualMachineStatus) {
 		in, out := &in.Addresses, &out.Addresses
 		*out = make([]MachineAddress, len(*in))
 		copy(*out, *in)
+	}
+	if in.LastRestartTime != nil {
+		in, out := &in.LastRestartTime, &out.LastRestartTime
+		*out = (*in).DeepCopy()
 	}
 	if in.TPMEndorsementCertificates != nil {
 		in, out := &in.TPMEndorsementCertificates, &out.TPMEndorsementCertificates

@@ -85,7 +85,7 @@ func NewManager(cfg *rest.Config, opts Options, role string, scheme *runtime.Sch
 	if err := mgr.AddReadyzCheck("leadership", readiness(mgr, opts)); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(leaderGauge{mgr: mgr, role: role}); err != nil {
+	if err := mgr.Add(LeaderGauge(mgr, role)); err != nil {
 		return nil, err
 	}
 	return mgr, nil

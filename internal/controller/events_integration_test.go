@@ -10,7 +10,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -60,7 +59,7 @@ func (s *suite) testEvents(ctx context.Context, t *testing.T) {
 	// The recorder writes asynchronously; give a wrongly emitted event time to land. A repeat
 	// of an event shows as series.count 2 on its object.
 	time.Sleep(3 * time.Second)
-	if got := eventKeys(s.eventsAbout(ctx, t, ns, "web-01")); !slices.Equal(got, want) {
+	if got := testenv.EventKeys(testenv.EventsAbout(ctx, t, s.c, ns, "web-01")); !slices.Equal(got, want) {
 		t.Errorf("events after a pass that changed nothing = %v, want %v", got, want)
 	}
 }
@@ -71,35 +70,9 @@ func (s *suite) waitEvents(ctx context.Context, t *testing.T, ns, regarding stri
 	t.Helper()
 	var evs []eventsv1.Event
 	testenv.Eventually(t, waitTimeout, fmt.Sprintf("events about %s/%s = %v", ns, regarding, want), func() error {
-		evs = s.eventsAbout(ctx, t, ns, regarding)
-		got := eventKeys(evs)
+		evs = testenv.EventsAbout(ctx, t, s.c, ns, regarding)
+		got := testenv.EventKeys(evs)
 		return testenv.Unmet(slices.Equal(got, want), fmt.Sprintf("events %v", got))
 	})
 	return evs
-}
-
-func (s *suite) eventsAbout(ctx context.Context, t *testing.T, ns, regarding string) []eventsv1.Event {
-	t.Helper()
-	var list eventsv1.EventList
-	if err := s.c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{"regarding.name": regarding}); err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
-}
-
-// eventKeys are the events as sorted type/reason strings, an event in a series once per
-// occurrence seen.
-func eventKeys(evs []eventsv1.Event) []string {
-	var keys []string
-	for _, e := range evs {
-		n := int32(1)
-		if e.Series != nil {
-			n = e.Series.Count
-		}
-		for range n {
-			keys = append(keys, e.Type+"/"+e.Reason)
-		}
-	}
-	slices.Sort(keys)
-	return keys
 }

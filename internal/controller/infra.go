@@ -34,6 +34,8 @@ type infraView struct {
 	Initialization *banlieuev1.InitializationStatus
 	Addresses      []banlieuev1.MachineAddress
 	PowerState     banlieuev1.PowerState
+	// LastRestartTime is the restart request the machine last served.
+	LastRestartTime *metav1.Time
 }
 
 // infraKind is one backend's machine kind: the controller's whole knowledge of a backend. A new

@@ -1,11 +1,14 @@
 package controller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,6 +19,9 @@ import (
 // ErrMissingResolvedImageRef means the image row names no volume to boot from on the chosen
 // Provider; the VM reports it as InfraBuildFailed.
 var ErrMissingResolvedImageRef = errors.New("MissingResolvedImageRef")
+
+// defaultPowerOffTimeout is spec.powerOffTimeout's default on both kinds (their CRDs say 2m).
+const defaultPowerOffTimeout = 2 * time.Minute
 
 var libvirtKind = infraKind{
 	GVK:        infrav1.GroupVersion.WithKind("LibvirtMachine"),
@@ -61,6 +67,13 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	if power == "" {
 		power = banlieuev1.PoweredOn
 	}
+	// The VM's defaults are applied by the API server; a VM read before they existed (or built
+	// in a test) gets the same ones here, so the machine never depends on its own defaulting.
+	offMode := cmp.Or(vm.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft)
+	offTimeout := &metav1.Duration{Duration: defaultPowerOffTimeout}
+	if vm.Spec.PowerOffTimeout != nil {
+		offTimeout = vm.Spec.PowerOffTimeout.DeepCopy()
+	}
 	cpus, memory := class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB
 	var diskOverrides []banlieuev1.DiskOverride
 	if o := vm.Spec.HardwareOverride; o != nil {
@@ -98,6 +111,9 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 			UserDataSecretRef: userDataRef,
 			UserDataHash:      userDataHash,
 			DesiredPowerState: power,
+			PowerOffMode:      offMode,
+			PowerOffTimeout:   offTimeout,
+			NextRestartTime:   vm.Spec.NextRestartTime.DeepCopy(),
 		},
 	}, nil
 }
@@ -183,10 +199,11 @@ func interfaceIPAM(vm *banlieuev1.VirtualMachine, nic banlieuev1.ClassInterface,
 
 func libvirtView(m *infrav1.LibvirtMachine) infraView {
 	return infraView{
-		Ready:          meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady),
-		GuestReady:     meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionGuestReady),
-		Initialization: m.Status.Initialization,
-		Addresses:      m.Status.Addresses,
-		PowerState:     m.Status.ObservedPowerState,
+		Ready:           meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady),
+		GuestReady:      meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionGuestReady),
+		Initialization:  m.Status.Initialization,
+		Addresses:       m.Status.Addresses,
+		PowerState:      m.Status.ObservedPowerState,
+		LastRestartTime: m.Status.LastRestartTime,
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -77,6 +79,8 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 		UserDataSecretRef: &banlieuev1.LocalObjectReference{Name: "userdata-web-01-0123456789abcdef"},
 		UserDataHash:      strings.Repeat("a", 64),
 		DesiredPowerState: banlieuev1.PoweredOn,
+		PowerOffMode:      banlieuev1.PowerOffTrySoft,
+		PowerOffTimeout:   &metav1.Duration{Duration: 2 * time.Minute},
 	}
 	if !reflect.DeepEqual(m.Spec, want) {
 		t.Errorf("spec =\n%+v\nwant\n%+v", m.Spec, want)
@@ -211,6 +215,20 @@ func TestBuildLibvirtMachineFields(t *testing.T) {
 			},
 			check: func(t *testing.T, m *infrav1.LibvirtMachine) {
 				if m.Spec.Firmware != banlieuev1.FirmwareBIOS || !m.Spec.TPMEnabled || m.Spec.DesiredPowerState != banlieuev1.PoweredOff {
+					t.Errorf("spec = %+v", m.Spec)
+				}
+			},
+		},
+		{
+			name: "power-off mode, timeout and restart request from the VM",
+			vm: func(vm *banlieuev1.VirtualMachine) {
+				vm.Spec.PowerOffMode = banlieuev1.PowerOffSoft
+				vm.Spec.PowerOffTimeout = &metav1.Duration{Duration: 10 * time.Second}
+				vm.Spec.NextRestartTime = &metav1.Time{Time: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}
+			},
+			check: func(t *testing.T, m *infrav1.LibvirtMachine) {
+				if m.Spec.PowerOffMode != banlieuev1.PowerOffSoft || m.Spec.PowerOffTimeout.Duration != 10*time.Second ||
+					m.Spec.NextRestartTime == nil || !m.Spec.NextRestartTime.Equal(&metav1.Time{Time: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}) {
 					t.Errorf("spec = %+v", m.Spec)
 				}
 			},

@@ -14,6 +14,7 @@ func mirror(status *banlieuev1.VirtualMachineStatus, infra infraView, generation
 	status.Initialization = infra.Initialization.DeepCopy()
 	status.Addresses = append([]banlieuev1.MachineAddress(nil), infra.Addresses...)
 	status.ObservedPowerState = infra.PowerState
+	status.LastRestartTime = infra.LastRestartTime.DeepCopy()
 
 	infraReady := metav1.Condition{Type: banlieuev1.ConditionInfrastructureReady, Status: metav1.ConditionFalse,
 		Reason: banlieuev1.ReasonPending, Message: "infrastructure has not reported a Ready condition yet"}

@@ -3,6 +3,7 @@ package controller
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,12 +120,15 @@ func TestMirrorCopiesObservedState(t *testing.T) {
 		Addresses:          []banlieuev1.MachineAddress{{Type: banlieuev1.MachineInternalIP, Address: "10.9.9.9"}},
 		ObservedPowerState: banlieuev1.PoweredOff,
 	}
-	mirror(status, infraView{Initialization: &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}, Addresses: addrs, PowerState: banlieuev1.PoweredOn}, 1)
-	if !reflect.DeepEqual(status.Addresses, addrs) || status.ObservedPowerState != banlieuev1.PoweredOn || !ptr.Deref(status.Initialization.Provisioned, false) {
+	restarted := &metav1.Time{Time: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}
+	mirror(status, infraView{Initialization: &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}, Addresses: addrs, PowerState: banlieuev1.PoweredOn,
+		LastRestartTime: restarted}, 1)
+	if !reflect.DeepEqual(status.Addresses, addrs) || status.ObservedPowerState != banlieuev1.PoweredOn || !ptr.Deref(status.Initialization.Provisioned, false) ||
+		!status.LastRestartTime.Equal(restarted) {
 		t.Errorf("status = %+v", status)
 	}
 	mirror(status, infraView{}, 1)
-	if status.Addresses != nil || status.ObservedPowerState != "" || status.Initialization != nil {
+	if status.Addresses != nil || status.ObservedPowerState != "" || status.Initialization != nil || status.LastRestartTime != nil {
 		t.Errorf("cleared status = %+v", status)
 	}
 }

@@ -79,8 +79,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
 	}
-	if err := b.Complete(app.Instrument("virtualmachine", &virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder("banlieue-controller")})); err != nil {
+	if err := b.Complete(&virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorder("banlieue-controller")}); err != nil {
 		return fmt.Errorf("creating virtualmachine controller: %w", err)
 	}
 
@@ -88,10 +88,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named("vmimage-ready").
 		For(&banlieuev1.VMImage{}).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("vmimage-ready", &vmImageReconciler{client: mgr.GetClient()})); err != nil {
+		Complete(&vmImageReconciler{client: mgr.GetClient()}); err != nil {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
 
+	initReadyMetrics()
 	// A second Setup in one process (tests) keeps the first collector rather than failing.
 	var already prometheus.AlreadyRegisteredError
 	if err := metrics.Registry.Register(newVMPhaseCollector(mgr.GetClient(), opts.Namespace)); err != nil && !errors.As(err, &already) {
@@ -105,7 +106,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	for _, k := range allInfraKinds() {
 		inUse = inUse.Watches(k.newObject(), handler.EnqueueRequestsFromMapFunc(providerOfMachine(k)), inScope)
 	}
-	if err := inUse.Complete(app.Instrument("provider-in-use", &providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})); err != nil {
+	if err := inUse.Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
 	return nil

@@ -343,6 +343,7 @@ func (r *virtualMachineReconciler) writeStatus(ctx context.Context, vm *banlieue
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		app.EmitTransition(r.recorder, vm, before, status.Conditions, banlieuev1.ConditionScheduled, "Schedule")
+		recordTimeToReady(vm, before, status.Conditions)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }

@@ -23,7 +23,7 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// ControllerName names the controller in logs and in the banlieue_reconcile_* series.
+// ControllerName names the controller in logs and in controller-runtime's controller_runtime_reconcile_* series.
 const ControllerName = "imagebuilder"
 
 // reconcileTimeout bounds one pass: a handful of API calls.
@@ -72,6 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("imagebuilder: ArtifactsPVC is required")
 	}
 	r.recorder = mgr.GetEventRecorder(recorderName)
+	initBuildMetrics()
 	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[banlieuev1.LabelComponent] == ComponentBuild
 	})
@@ -79,7 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(isBuildJob)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument(ControllerName, r))
+		Complete(r)
 }
 
 // Reconcile ensures the image's build Job and mirrors it.
@@ -127,6 +128,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.applyStatus(ctx, &img, artifact); err != nil {
 		return ctrl.Result{}, err
+	}
+	if job != nil && artifact.JobRef != nil && artifact.JobRef.Name == job.Name {
+		recordBuild(job, artifact)
 	}
 	if typ, reason, ok := buildTransition(img.Status.BuildArtifact, artifact); ok {
 		// The message went through applyStatus: bounded, and the source URL redacted.

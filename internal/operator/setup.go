@@ -54,7 +54,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// A machine that gains or loses user-data changes its Provider's grants (machineUserDataGrants).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(userDataRefChanged)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("operator-provider", providers)); err != nil {
+		Complete(providers); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)
 	}
 
@@ -66,7 +66,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(classes.classesOfClusterRole), builder.OnlyMetadata).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(classOfProvider)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("operator-providerclass", classes)); err != nil {
+		Complete(classes); err != nil {
 		return fmt.Errorf("creating providerclass controller: %w", err)
 	}
 	return nil

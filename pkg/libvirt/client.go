@@ -26,9 +26,10 @@ const DefaultTimeout = 30 * time.Second
 // every pending and later call fails with an error matching ErrConnectionClosed; the owner
 // dials a new Client (see Dialer).
 type Client struct {
-	conn    net.Conn
-	addr    string
-	timeout time.Duration
+	conn     net.Conn
+	addr     string
+	timeout  time.Duration
+	observer CallObserver // nil: nobody watches
 
 	// sendSem admits one frame writer at a time; a channel rather than a mutex so that
 	// waiting for it honours the caller's context.
@@ -72,15 +73,16 @@ type frame struct {
 // before the router stops reading the socket, leaving TCP to slow the server down.
 const streamBacklog = 4
 
-func newClient(conn net.Conn, addr string, timeout, kaInterval time.Duration, kaCount int) *Client {
+func newClient(conn net.Conn, addr string, timeout, kaInterval time.Duration, kaCount int, observer CallObserver) *Client {
 	c := &Client{
-		conn:    conn,
-		addr:    addr,
-		timeout: timeout,
-		sendSem: make(chan struct{}, 1),
-		pending: make(map[uint32]*pendingCall),
-		kaOut:   make(chan procedure, 4),
-		done:    make(chan struct{}),
+		conn:     conn,
+		addr:     addr,
+		timeout:  timeout,
+		observer: observer,
+		sendSem:  make(chan struct{}, 1),
+		pending:  make(map[uint32]*pendingCall),
+		kaOut:    make(chan procedure, 4),
+		done:     make(chan struct{}),
 	}
 	c.lastRecv.Store(time.Now().UnixNano())
 	go c.readLoop()
@@ -248,6 +250,14 @@ var errCallTimeout = errors.New("libvirt call timeout")
 
 // call performs one RPC: args encodes the arguments, ret (if not nil) decodes the result.
 func (c *Client) call(ctx context.Context, prog uint32, proc procedure, args func(*xdr.Encoder), ret func(*xdr.Decoder)) error {
+	start := time.Now()
+	err := c.roundTrip(ctx, prog, proc, args, ret)
+	c.observe(prog, proc, start, err)
+	return err
+}
+
+// roundTrip is call without its observation.
+func (c *Client) roundTrip(ctx context.Context, prog uint32, proc procedure, args func(*xdr.Encoder), ret func(*xdr.Decoder)) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
 	defer cancel()
 	serial, pc := c.register(prog, proc, false)

@@ -39,6 +39,10 @@ type Dialer struct {
 	// (libvirt's own client defaults); a negative interval disables keepalive.
 	KeepAliveInterval time.Duration
 	KeepAliveCount    int
+
+	// Observer, if set, is told the outcome of every call the Client makes, the session's own
+	// AUTH_LIST and CONNECT_OPEN included.
+	Observer CallObserver
 }
 
 // Dial connects, completes mutual TLS, reads libvirtd's confirmation byte, checks that no
@@ -63,7 +67,7 @@ func (d Dialer) Dial(ctx context.Context) (*Client, error) {
 		return nil, err
 	}
 	interval, count := cmp.Or(d.KeepAliveInterval, 5*time.Second), cmp.Or(d.KeepAliveCount, 5)
-	c := newClient(conn, addr, timeout, interval, count)
+	c := newClient(conn, addr, timeout, interval, count, d.Observer)
 	if err := c.openSession(ctx, cmp.Or(d.URI, DefaultURI)); err != nil {
 		c.fail("session", err)
 		return nil, err

@@ -51,6 +51,34 @@ func (c *Client) DomainDestroy(ctx context.Context, dom Domain) error {
 	return c.call(ctx, wire.ProgramRemote, procDomainDestroy, func(e *xdr.Encoder) { encodeDomain(e, dom) }, nil)
 }
 
+// DomainShutdown asks the guest to shut down the way flags say and returns at once: the domain
+// is off only once the guest has done it.
+func (c *Client) DomainShutdown(ctx context.Context, dom Domain, flags DomainPowerFlags) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainShutdownFlags, func(e *xdr.Encoder) {
+		encodeDomain(e, dom)
+		e.Uint32(uint32(flags))
+	}, nil)
+}
+
+// DomainReboot asks the guest to reboot the way flags say and returns at once. With
+// PowerACPIButton, QEMU resets the domain when the guest powers off instead of ending it.
+func (c *Client) DomainReboot(ctx context.Context, dom Domain, flags DomainPowerFlags) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainReboot, func(e *xdr.Encoder) {
+		encodeDomain(e, dom)
+		e.Uint32(uint32(flags))
+	}, nil)
+}
+
+// DomainSuspend pauses the domain's virtual CPUs; its memory stays allocated.
+func (c *Client) DomainSuspend(ctx context.Context, dom Domain) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainSuspend, func(e *xdr.Encoder) { encodeDomain(e, dom) }, nil)
+}
+
+// DomainResume runs a suspended domain's virtual CPUs again.
+func (c *Client) DomainResume(ctx context.Context, dom Domain) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainResume, func(e *xdr.Encoder) { encodeDomain(e, dom) }, nil)
+}
+
 // DomainUndefine removes the domain's persistent definition, and with the flags its managed
 // save image, NVRAM and TPM state.
 func (c *Client) DomainUndefine(ctx context.Context, dom Domain, flags DomainUndefineFlags) error {

@@ -13,6 +13,9 @@ const (
 	procDomainDestroy              procedure = 12
 	procDomainGetXMLDesc           procedure = 14
 	procDomainLookupByName         procedure = 23
+	procDomainReboot               procedure = 27
+	procDomainResume               procedure = 28
+	procDomainSuspend              procedure = 34
 	procNetworkDefineXML           procedure = 41
 	procNetworkLookupByName        procedure = 46
 	procNetworkUndefine            procedure = 49
@@ -34,6 +37,7 @@ const (
 	procStorageVolDownload         procedure = 209
 	procDomainGetState             procedure = 212
 	procDomainUndefineFlags        procedure = 231
+	procDomainShutdownFlags        procedure = 258
 	procConnectListAllDomains      procedure = 273
 	procConnectListAllStoragePools procedure = 281
 	procStoragePoolListAllVolumes  procedure = 282
@@ -64,6 +68,9 @@ var procedureNames = map[procedure]string{
 	procDomainDestroy:              "DOMAIN_DESTROY",
 	procDomainGetXMLDesc:           "DOMAIN_GET_XML_DESC",
 	procDomainLookupByName:         "DOMAIN_LOOKUP_BY_NAME",
+	procDomainReboot:               "DOMAIN_REBOOT",
+	procDomainResume:               "DOMAIN_RESUME",
+	procDomainSuspend:              "DOMAIN_SUSPEND",
 	procNetworkDefineXML:           "NETWORK_DEFINE_XML",
 	procNetworkLookupByName:        "NETWORK_LOOKUP_BY_NAME",
 	procNetworkUndefine:            "NETWORK_UNDEFINE",
@@ -85,6 +92,7 @@ var procedureNames = map[procedure]string{
 	procStorageVolDownload:         "STORAGE_VOL_DOWNLOAD",
 	procDomainGetState:             "DOMAIN_GET_STATE",
 	procDomainUndefineFlags:        "DOMAIN_UNDEFINE_FLAGS",
+	procDomainShutdownFlags:        "DOMAIN_SHUTDOWN_FLAGS",
 	procConnectListAllDomains:      "CONNECT_LIST_ALL_DOMAINS",
 	procConnectListAllStoragePools: "CONNECT_LIST_ALL_STORAGE_POOLS",
 	procStoragePoolListAllVolumes:  "STORAGE_POOL_LIST_ALL_VOLUMES",

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"banlieue.io/banlieue/pkg/libvirt/internal/wire"
 	"banlieue.io/banlieue/pkg/libvirt/internal/xdr"
@@ -28,8 +29,17 @@ type stream struct {
 // its window fills, so a few frames is all a well-behaved server sends.
 const maxEarlyFrames = 64
 
-// openStream sends the call and waits for its reply; only then may data flow.
+// openStream sends the call and waits for its reply; only then may data flow. The observer is
+// told of the call, not of the data that follows.
 func (c *Client) openStream(ctx context.Context, proc procedure, args func(*xdr.Encoder)) (*stream, error) {
+	start := time.Now()
+	s, err := c.startStream(ctx, proc, args)
+	c.observe(wire.ProgramRemote, proc, start, err)
+	return s, err
+}
+
+// startStream is openStream without its observation.
+func (c *Client) startStream(ctx context.Context, proc procedure, args func(*xdr.Encoder)) (*stream, error) {
 	serial, pc := c.register(wire.ProgramRemote, proc, true)
 	s := &stream{c: c, proc: proc, serial: serial, pc: pc}
 	b := newFrame(args)

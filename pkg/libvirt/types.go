@@ -78,6 +78,24 @@ type DomainStateReason int32
 // still starting: paused until its devices are set up.
 const DomainPausedStartingUp DomainStateReason = 11
 
+// Reasons of a shut-off domain (virDomainShutoffReason): the guest powered itself off, or the
+// domain was destroyed (a power cut).
+const (
+	DomainShutoffShutdown  DomainStateReason = 1
+	DomainShutoffDestroyed DomainStateReason = 2
+)
+
+// DomainRunningBooted (VIR_DOMAIN_RUNNING_BOOTED) is the reason of a domain started from off.
+const DomainRunningBooted DomainStateReason = 1
+
+// DomainPowerFlags are virDomainShutdownFlagValues and virDomainRebootFlagValues, which share
+// their values: how a shutdown or reboot reaches the guest.
+type DomainPowerFlags uint32
+
+// PowerACPIButton (VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN, VIR_DOMAIN_REBOOT_ACPI_POWER_BTN) presses
+// the virtual ACPI power button; the guest decides what to do with it.
+const PowerACPIButton DomainPowerFlags = 1 << 0
+
 // DomainXMLFlags is virDomainXMLFlags.
 type DomainXMLFlags uint32
 

@@ -112,6 +112,12 @@ func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if got, _, _ := unstructured.NestedString(vm.Object, "spec", "desiredPowerState"); got != "PoweredOn" {
 		t.Errorf("desiredPowerState default: got %q, want PoweredOn", got)
 	}
+	if got, _, _ := unstructured.NestedString(vm.Object, "spec", "powerOffMode"); got != "TrySoft" {
+		t.Errorf("powerOffMode default: got %q, want TrySoft", got)
+	}
+	if got, _, _ := unstructured.NestedString(vm.Object, "spec", "powerOffTimeout"); got != "2m" {
+		t.Errorf("powerOffTimeout default: got %q, want 2m", got)
+	}
 	pool := parse(validPool)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
 		t.Fatal(err)
@@ -213,6 +219,13 @@ func invalidCases() []invalidCase {
 		}, []string{"metadata.name must be at most 63 characters"}},
 		{"vm without classRef", validVirtualMachine, setTo("spec.classRef", nil), []string{"spec.classRef: Required value"}},
 		{"vm bad power state", validVirtualMachine, setTo("spec.desiredPowerState", "Off"), []string{"spec.desiredPowerState: Unsupported value"}},
+		{"vm bad power-off mode", validVirtualMachine, setTo("spec.powerOffMode", "Gentle"), []string{"spec.powerOffMode: Unsupported value"}},
+		{"vm power-off timeout above 30m", validVirtualMachine, setTo("spec.powerOffTimeout", "31m"),
+			[]string{"spec.powerOffTimeout", "powerOffTimeout must be between 1s and 30m"}},
+		{"vm power-off timeout below 1s", validVirtualMachine, setTo("spec.powerOffTimeout", "500ms"),
+			[]string{"spec.powerOffTimeout", "powerOffTimeout must be between 1s and 30m"}},
+		{"vm power-off timeout not a duration", validVirtualMachine, setTo("spec.powerOffTimeout", "soon"), []string{"spec.powerOffTimeout"}},
+		{"vm restart time not a time", validVirtualMachine, setTo("spec.nextRestartTime", "now"), []string{"spec.nextRestartTime"}},
 		{"vm bad migration policy", validVirtualMachine, setTo("spec.migrationPolicy", "sometimes"), []string{"spec.migrationPolicy: Unsupported value"}},
 		{"vm static address not an IP", validVirtualMachine, setTo("spec.networkOverrides[0].static.address", "192.0.2.10/24"),
 			[]string{"spec.networkOverrides[0].static.address", "address must be an IP address without a prefix length"}},

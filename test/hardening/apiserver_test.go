@@ -313,7 +313,7 @@ func countRealised(f fleet, names []string) int {
 	return n
 }
 
-// reconcileErrors reads banlieue_reconcile_errors_total per controller from the process's
+// reconcileErrors reads controller_runtime_reconcile_errors_total per controller from the process's
 // registry. It is logged, not asserted: how many passes fail while the server is away depends
 // on timing, but the count shows the restart really reached the controllers mid-work.
 func reconcileErrors(t *testing.T) map[string]float64 {
@@ -324,7 +324,7 @@ func reconcileErrors(t *testing.T) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, fam := range families {
-		if fam.GetName() != "banlieue_reconcile_errors_total" {
+		if fam.GetName() != "controller_runtime_reconcile_errors_total" {
 			continue
 		}
 		for _, m := range fam.GetMetric() {

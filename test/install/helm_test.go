@@ -3,6 +3,7 @@ package install
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +18,16 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -61,7 +68,8 @@ func helmBinary(t *testing.T) string {
 	return helmBuild.path
 }
 
-// renderChart runs `helm template banlieue charts/banlieue --include-crds` with extra args.
+// renderChart runs `helm template banlieue charts/banlieue` into banlieue-system
+// with extra args (a later --namespace wins).
 func renderChart(t *testing.T, helm string, args ...string) []byte {
 	t.Helper()
 	start := time.Now()
@@ -73,11 +81,16 @@ func renderChart(t *testing.T, helm string, args ...string) []byte {
 	return out
 }
 
-// helmTemplate runs `helm template banlieue charts/banlieue --include-crds` with extra args and
-// returns its output, its error output and how it exited.
+// helmTemplate runs `helm template banlieue charts/banlieue --namespace banlieue-system` with
+// extra args and returns its output, its error output and how it exited.
 func helmTemplate(helm string, args ...string) ([]byte, string, error) {
+	return helmTemplateChart(helm, chartDir(), args...)
+}
+
+// helmTemplateChart is helmTemplate for the chart in dir.
+func helmTemplateChart(helm, dir string, args ...string) ([]byte, string, error) {
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(helm, append([]string{"template", "banlieue", chartDir(), "--include-crds"}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "banlieue", dir, "--namespace", systemNS}, args...)...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -133,8 +146,10 @@ func objectKey(o *unstructured.Unstructured) string {
 // helmOnlyLabels are the chart's bookkeeping labels, which kustomize does not set.
 var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance"}
 
-// normalise drops what only one rendering can carry: helm's own labels, and the part-of label
-// on CRDs (kustomize adds it to every object; helm installs crds/ verbatim, untemplated).
+// helmOnlyAnnotations: the CRDs' keep policy (crds.keep) means nothing to kubectl.
+var helmOnlyAnnotations = []string{"helm.sh/resource-policy"}
+
+// normalise drops what only one rendering can carry: helm's own labels and annotations.
 func normalise(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	byKey := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
@@ -143,13 +158,19 @@ func normalise(objs []*unstructured.Unstructured) map[string]*unstructured.Unstr
 		for _, l := range helmOnlyLabels {
 			delete(labels, l)
 		}
-		if o.GetKind() == "CustomResourceDefinition" {
-			delete(labels, "app.kubernetes.io/part-of")
-		}
 		if len(labels) == 0 {
 			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
 		} else {
 			o.SetLabels(labels)
+		}
+		annotations := o.GetAnnotations()
+		for _, a := range helmOnlyAnnotations {
+			delete(annotations, a)
+		}
+		if len(annotations) == 0 {
+			unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
+		} else {
+			o.SetAnnotations(annotations)
 		}
 		byKey[objectKey(o)] = o
 	}
@@ -210,7 +231,8 @@ func short(v any) string {
 	return strings.ReplaceAll(s, "\n", " ")
 }
 
-// TestChartCopiesInSync: charts/banlieue/crds and files/rbac are byte-for-byte copies of the
+// TestChartCopiesInSync: charts/banlieue/files/crds, files/rbac and files/admission are
+// byte-for-byte copies of the
 // generated config/crd/bases and config/rbac/<role>/role.yaml (see charts/banlieue/README.md).
 func TestChartCopiesInSync(t *testing.T) {
 	root := testenv.RepoRoot()
@@ -218,15 +240,19 @@ func TestChartCopiesInSync(t *testing.T) {
 	if err != nil || len(bases) == 0 {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
 	}
-	copies, _ := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
+	copies, _ := filepath.Glob(filepath.Join(chartDir(), "files", "crds", "*.yaml"))
 	pairs := map[string]string{}
 	for _, b := range bases {
-		pairs[filepath.Join(chartDir(), "crds", filepath.Base(b))] = b
+		pairs[filepath.Join(chartDir(), "files", "crds", filepath.Base(b))] = b
 	}
 	for _, c := range copies {
 		if _, ok := pairs[c]; !ok {
-			t.Errorf("charts/banlieue/crds/%s has no source in config/crd/bases: delete it", filepath.Base(c))
+			t.Errorf("charts/banlieue/files/crds/%s has no source in config/crd/bases: delete it", filepath.Base(c))
 		}
+	}
+	// helm installs crds/ once and never upgrades it: the CRDs are templates (templates/crds.yaml).
+	if _, err := os.Stat(filepath.Join(chartDir(), "crds")); !os.IsNotExist(err) {
+		t.Errorf("charts/banlieue/crds exists (%v): helm would install it besides templates/crds.yaml", err)
 	}
 	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
 		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
@@ -250,18 +276,25 @@ func TestChartCopiesInSync(t *testing.T) {
 	}
 	if stale > 0 {
 		t.Log(`refresh them with:
-  cp config/crd/bases/*.yaml charts/banlieue/crds/
+  cp config/crd/bases/*.yaml charts/banlieue/files/crds/
   for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done
   cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/`)
 	}
 }
 
-// TestChartMatchesKustomize: `helm template` with the default values and `kubectl kustomize
-// config/default` render the same objects, field for field, up to the labels helm alone sets.
+// TestChartMatchesKustomize: `helm template -n banlieue-system` with the default values and
+// `kubectl kustomize config/default` render the same objects, field for field, up to the labels
+// helm alone sets and the release namespace itself, which helm creates (--create-namespace).
 func TestChartMatchesKustomize(t *testing.T) {
 	helm := helmBinary(t)
 	kust := normalise(parseObjects(t, renderKustomize(t)))
-	chart := normalise(parseObjects(t, renderChart(t, helm)))
+	if _, ok := kust["Namespace "+systemNS]; !ok {
+		t.Fatalf("config/default renders no Namespace %s", systemNS)
+	}
+	delete(kust, "Namespace "+systemNS)
+	// As `helm upgrade` renders it, the API serving ProviderClasses (a first install's
+	// rendering lacks only the ProviderClass: TestChartFirstInstallProviderClass).
+	chart := normalise(parseObjects(t, renderChart(t, helm, "--api-versions", providerClassAPI)))
 	var keys []string
 	for k := range kust {
 		keys = append(keys, k)
@@ -289,11 +322,69 @@ func TestChartMatchesKustomize(t *testing.T) {
 		}
 	}
 	t.Logf("%d objects compared", len(keys))
-	// Every object but the CRDs carries part-of on both sides (the comparison kept it).
+	// Every object carries part-of on both sides (the comparison kept it).
 	for k, o := range chart {
-		if o.GetKind() != "CustomResourceDefinition" && o.GetLabels()["app.kubernetes.io/part-of"] != "banlieue" {
+		if o.GetLabels()["app.kubernetes.io/part-of"] != "banlieue" {
 			t.Errorf("%s lacks app.kubernetes.io/part-of: banlieue", k)
 		}
+	}
+}
+
+// providerClassAPI is how helm's capabilities name the ProviderClass kind.
+const providerClassAPI = "banlieue.io/v1alpha1/ProviderClass"
+
+// TestChartFirstInstallProviderClass: where the API does not serve ProviderClasses yet (a first
+// install, the CRDs in the same release) the default ProviderClass is left out, and NOTES.txt
+// says how to create it; with the kind served (an upgrade) or crds.enabled=false (the CRDs
+// installed beforehand) it is rendered. Nothing else changes.
+func TestChartFirstInstallProviderClass(t *testing.T) {
+	helm := helmBinary(t)
+	first := normalise(parseObjects(t, renderChart(t, helm)))
+	upgrade := normalise(parseObjects(t, renderChart(t, helm, "--api-versions", providerClassAPI)))
+	const class = "ProviderClass.banlieue.io libvirt"
+	if _, ok := first[class]; ok {
+		t.Errorf("a first install renders %s", class)
+	}
+	if _, ok := upgrade[class]; !ok {
+		t.Errorf("an upgrade renders no %s", class)
+	}
+	delete(upgrade, class)
+	if !reflect.DeepEqual(first, upgrade) {
+		t.Errorf("a first install and an upgrade differ beyond the ProviderClass")
+	}
+	noCRDs := parseObjects(t, renderChart(t, helm, "--set", "crds.enabled=false"))
+	if !slices.ContainsFunc(noCRDs, func(o *unstructured.Unstructured) bool { return objectKey(o) == class }) {
+		t.Errorf("crds.enabled=false renders no %s", class)
+	}
+}
+
+// TestChartCRDValues: crds.enabled=false renders no CRD and nothing else less; crds.keep=false
+// drops the keep policy, which the default sets on every CRD.
+func TestChartCRDValues(t *testing.T) {
+	helm := helmBinary(t)
+	count := func(args ...string) (crds, others, kept int) {
+		// With the kind served, so that the ProviderClass is rendered either way.
+		for _, o := range parseObjects(t, renderChart(t, helm, append(args, "--api-versions", providerClassAPI)...)) {
+			if o.GetKind() != "CustomResourceDefinition" {
+				others++
+				continue
+			}
+			crds++
+			if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
+				kept++
+			}
+		}
+		return crds, others, kept
+	}
+	n, others, kept := count()
+	if n != len(crds) || kept != n {
+		t.Errorf("defaults: %d CRDs, %d with the keep policy; want %d, all kept", n, kept, len(crds))
+	}
+	if n, o, _ := count("--set", "crds.enabled=false"); n != 0 || o != others {
+		t.Errorf("crds.enabled=false: %d CRDs and %d other objects, want 0 and %d", n, o, others)
+	}
+	if n, _, kept := count("--set", "crds.keep=false"); n != len(crds) || kept != 0 {
+		t.Errorf("crds.keep=false: %d CRDs, %d kept; want %d, none kept", n, kept, len(crds))
 	}
 }
 
@@ -302,7 +393,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 func TestChartValues(t *testing.T) {
 	helm := helmBinary(t)
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	objs := parseObjects(t, renderChart(t, helm, nonDefaultValues(digest)...))
+	objs := parseObjects(t, renderChart(t, helm, append(nonDefaultValues(digest), "--api-versions", providerClassAPI)...))
 	byKind := map[string][]*unstructured.Unstructured{}
 	for _, o := range objs {
 		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
@@ -384,7 +475,8 @@ func TestChartValues(t *testing.T) {
 	}
 
 	// storageClassName "-" is an explicit empty class; providerClass.create=false drops it.
-	objs = parseObjects(t, renderChart(t, helm, "--set", "artifacts.storageClassName=-", "--set", "providerClass.create=false"))
+	objs = parseObjects(t, renderChart(t, helm, "--set", "artifacts.storageClassName=-", "--set", "providerClass.create=false",
+		"--api-versions", providerClassAPI))
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "PersistentVolumeClaim":
@@ -410,6 +502,13 @@ func nonDefaultValues(digest string) []string {
 		"tolerations[0].key=dedicated", "tolerations[0].operator=Exists", "tolerations[0].effect=NoSchedule",
 		"artifacts.size=500Gi", "artifacts.storageClassName=cephfs", "artifacts.accessModes[0]=ReadWriteOnce",
 		"providerClass.name=libvirt-custom", "providerClass.pullSecrets[0].name=regcred",
+		"podSecurityContext.runAsUser=1000", "podSecurityContext.runAsGroup=1000", "podSecurityContext.fsGroup=1000",
+		"securityContext.capabilities.add[0]=NET_BIND_SERVICE",
+		"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+		"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "topologySpreadConstraints[0].matchLabelKeys[0]=pod-template-hash",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].key=banlieue.io/infra",
+		"affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].operator=Exists",
 	}
 	values = append(values, jobValues...)
 	var args []string
@@ -472,25 +571,20 @@ func TestRenderingsApplyDryRun(t *testing.T) {
 	}
 }
 
-// TestHelmInstall runs the documented `helm install` (release record in an existing namespace,
-// the chart creating both of banlieue's) against an empty API server, then `helm uninstall`.
-func TestHelmInstall(t *testing.T) {
-	helm := helmBinary(t)
-	start := time.Now()
-	c := startCluster(t)
-	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+// helmCLI runs helm against the cluster, with a private helm home (no repositories, cache or
+// config of the machine's user); it fails the test when helm fails.
+func helmCLI(t *testing.T, helm string, c *cluster) func(args ...string) string {
 	kubeconfig := c.kubectl[len(c.kubectl)-1] // --kubeconfig=<file>, as envtest's kubectl gets it
 	if !strings.HasPrefix(kubeconfig, "--kubeconfig=") {
 		t.Fatalf("envtest kubectl options %q carry no --kubeconfig", c.kubectl[1:])
 	}
-	runHelm := func(args ...string) string {
+	home := t.TempDir()
+	return func(args ...string) string {
 		t.Helper()
 		start := time.Now()
 		var out, errOut bytes.Buffer
 		cmd := exec.Command(helm, append(args, kubeconfig)...)
 		cmd.Dir = testenv.RepoRoot()
-		// A private helm home: no repositories, cache or config of the machine's user.
-		home := t.TempDir()
 		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Run(); err != nil {
@@ -499,9 +593,32 @@ func TestHelmInstall(t *testing.T) {
 		t.Logf("helm %s in %v", strings.Join(args[:2], " "), time.Since(start).Round(time.Millisecond))
 		return out.String() + errOut.String()
 	}
-	runHelm("install", "banlieue", chartDir(), "--namespace", "default")
+}
 
-	// What the install created, read back as the objects config/default would have created.
+// TestHelmInstall runs the documented `helm install -n banlieue-system --create-namespace`
+// against an empty API server, a `helm upgrade`, one with a changed CRD, then `helm uninstall`.
+func TestHelmInstall(t *testing.T) {
+	helm := helmBinary(t)
+	start := time.Now()
+	c := startCluster(t)
+	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+	runHelm := helmCLI(t, helm, c)
+	// A first install cannot create the ProviderClass (its CRD is in the same release): NOTES.txt
+	// says to upgrade once, which does.
+	notes := runHelm("install", "banlieue", chartDir(), "--namespace", systemNS, "--create-namespace")
+	if !strings.Contains(notes, "helm upgrade banlieue <this chart> -n "+systemNS+" --reuse-values") {
+		t.Errorf("helm install output lacks the upgrade that creates the ProviderClass:\n%s", notes)
+	}
+	if out, _, err := c.run("get", "providerclass", "libvirt", "-o", "name"); err == nil {
+		t.Errorf("after a first helm install: %s exists", strings.TrimSpace(out))
+	}
+	notes = runHelm("upgrade", "banlieue", chartDir(), "--namespace", systemNS, "--reuse-values")
+	if !strings.Contains(notes, "kubectl get providerclass libvirt") {
+		t.Errorf("helm upgrade output lacks the ProviderClass:\n%s", notes)
+	}
+
+	// What the install created, read back as the objects config/default would have created
+	// (its Namespace banlieue-system is helm's --create-namespace here).
 	want := normalise(parseObjects(t, renderKustomize(t)))
 	byNamespace := map[string][]string{}
 	for _, o := range want {
@@ -526,15 +643,102 @@ func TestHelmInstall(t *testing.T) {
 		t.Errorf("ProviderClass libvirt image %q (%v %s), want %s", out, err, errOut, image)
 	}
 
-	runHelm("uninstall", "banlieue", "--namespace", "default", "--wait=false")
+	// A changed CRD reaches the API server through helm upgrade alone (the CRDs are templates).
+	changed := t.TempDir()
+	if err := os.CopyFS(changed, os.DirFS(chartDir())); err != nil {
+		t.Fatal(err)
+	}
+	crdFile := filepath.Join(changed, "files", "crds", "banlieue.io_vmimages.yaml")
+	data, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const column = "  - additionalPrinterColumns:\n"
+	if !strings.Contains(string(data), column) {
+		t.Fatalf("%s: no additionalPrinterColumns to extend", crdFile)
+	}
+	data = []byte(strings.Replace(string(data), column, column+"    - jsonPath: .metadata.uid\n      name: UpgradeProbe\n      type: string\n", 1))
+	if err := os.WriteFile(crdFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runHelm("upgrade", "banlieue", changed, "--namespace", systemNS)
+	if out, errOut, err := c.run("get", "crd", "vmimages.banlieue.io", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); err != nil ||
+		!strings.Contains(out, "UpgradeProbe") {
+		t.Errorf("vmimages.banlieue.io printer columns after helm upgrade of a changed CRD: %q (%v %s), want UpgradeProbe", out, err, errOut)
+	}
+
+	runHelm("uninstall", "banlieue", "--namespace", systemNS, "--wait=false")
 	for _, role := range roles {
 		if out, _, err := c.run("get", "clusterrole", "banlieue-"+role, "-o", "name"); err == nil {
 			t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
 		}
 	}
-	// Helm never deletes what it installed from crds/ (the guide says so).
-	if out, errOut, err := c.run("get", "crd", "providerclasses.banlieue.io", "-o", "name"); err != nil {
-		t.Errorf("after helm uninstall the CRDs should stay: %v\n%s%s", err, out, errOut)
+	// The CRDs carry helm.sh/resource-policy: keep (crds.keep), so uninstall leaves them and
+	// every VirtualMachine with them (the guide says so); the ProviderClass, a release object, goes.
+	for _, name := range crds {
+		if out, errOut, err := c.run("get", "crd", name, "-o", "name"); err != nil {
+			t.Errorf("after helm uninstall CRD %s should stay: %v\n%s%s", name, err, out, errOut)
+		}
+	}
+	if out, _, err := c.run("get", "providerclass", "libvirt", "-o", "name"); err == nil {
+		t.Errorf("after helm uninstall: %s still exists", strings.TrimSpace(out))
+	}
+}
+
+// TestHelmInstallReleaseNamespace installs the chart into a release namespace other than
+// banlieue-system: every namespaced object of the roles lands there, nothing names
+// banlieue-system, and the roles' accounts, impersonated there, hold what they need and nothing
+// more (the same boundary checks as config/default's TestInstall).
+func TestHelmInstallReleaseNamespace(t *testing.T) {
+	const ns = "ops"
+	helm := helmBinary(t)
+	rendered := renderChart(t, helm, "--namespace", ns, "--set", "monitoring.service.enabled=true",
+		"--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+		"--set", "monitoring.dashboard.enabled=true")
+	if strings.Contains(string(rendered), systemNS) {
+		for i, line := range strings.Split(string(rendered), "\n") {
+			if strings.Contains(line, systemNS) {
+				t.Errorf("helm template -n %s, line %d names %s: %s", ns, i+1, systemNS, strings.TrimSpace(line))
+			}
+		}
+	}
+	for _, o := range parseObjects(t, rendered) {
+		switch {
+		case o.GetKind() == "Namespace" && o.GetName() != buildNS:
+			t.Errorf("helm template -n %s renders Namespace %s; helm's --create-namespace creates the release namespace", ns, o.GetName())
+		case o.GetNamespace() != "" && o.GetNamespace() != ns && o.GetNamespace() != buildNS:
+			t.Errorf("%s: namespace %q, want %s or %s", objectKey(o), o.GetNamespace(), ns, buildNS)
+		}
+	}
+	if _, errOut, err := helmTemplate(helm, "--namespace", buildNS); err == nil ||
+		!strings.Contains(errOut, "the release namespace may not be "+buildNS) {
+		t.Errorf("helm template -n %s: err %v, output %q; want the chart's refusal", buildNS, err, errOut)
+	}
+
+	start := time.Now()
+	c := startCluster(t)
+	t.Logf("API server up in %v", time.Since(start).Round(time.Millisecond))
+	runHelm := helmCLI(t, helm, c)
+	runHelm("install", "banlieue", chartDir(), "--namespace", ns, "--create-namespace")
+	ctx := context.Background()
+	for _, role := range roles {
+		var d appsv1.Deployment
+		if err := c.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "banlieue-" + role}, &d); err != nil {
+			t.Fatalf("Deployment %s/banlieue-%s: %v", ns, role, err)
+		}
+		checkDeployment(t, role, &d)
+	}
+	if err := c.admin.Get(ctx, client.ObjectKey{Name: systemNS}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Namespace %s after helm install -n %s: want not found, got %v", systemNS, ns, err)
+	}
+	checkRoleBoundaries(t, c, ns)
+	// An account of the same name in banlieue-system is nobody's: the bindings name ops only.
+	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range roles {
+		testenv.Forbidden(t, systemNS+"/banlieue-"+role+" lists VirtualMachines",
+			c.as(t, systemNS, "banlieue-"+role).List(ctx, &banlieuev1.VirtualMachineList{}))
 	}
 }
 

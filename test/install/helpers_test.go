@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -117,18 +116,4 @@ func (c *cluster) withWarnings(t *testing.T) (client.Client, *warnings) {
 	cfg := rest.CopyConfig(c.cfg)
 	cfg.WarningHandler = w
 	return newClient(t, cfg), w
-}
-
-func allowed(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Errorf("%s: want allowed, got %v", what, err)
-	}
-}
-
-func forbidden(t *testing.T, what string, err error) {
-	t.Helper()
-	if !apierrors.IsForbidden(err) {
-		t.Errorf("%s: want 403 Forbidden, got %v", what, err)
-	}
 }

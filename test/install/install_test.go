@@ -11,11 +11,8 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,8 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -205,7 +200,7 @@ func TestInstall(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "pss-" + role, Namespace: systemNS, Labels: d.Spec.Template.Labels},
 				Spec:       d.Spec.Template.Spec,
 			}
-			allowed(t, role+" pod in "+systemNS+" (dry run)", admin.Create(ctx, pod, client.DryRunAll))
+			testenv.Allowed(t, role+" pod in "+systemNS+" (dry run)", admin.Create(ctx, pod, client.DryRunAll))
 			if w := warns.take(); len(w) > 0 {
 				t.Errorf("%s pod: warnings %q", role, w)
 			}
@@ -235,130 +230,7 @@ func TestInstall(t *testing.T) {
 		warns.take()
 	})
 
-	t.Run("service accounts and bindings", func(t *testing.T) {
-		sas := map[string]string{}
-		for _, role := range roles {
-			sas["banlieue-"+role] = systemNS
-		}
-		for name, ns := range sas {
-			var sa corev1.ServiceAccount
-			allowed(t, "ServiceAccount "+ns+"/"+name, c.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sa))
-		}
-		for _, role := range roles {
-			var crb rbacv1.ClusterRoleBinding
-			if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-" + role}, &crb); err != nil {
-				t.Errorf("ClusterRoleBinding banlieue-%s: %v", role, err)
-				continue
-			}
-			wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-" + role}
-			wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-" + role, Namespace: systemNS}}
-			if crb.RoleRef != wantRef || !slices.Equal(crb.Subjects, wantSubjects) {
-				t.Errorf("ClusterRoleBinding banlieue-%s: roleRef %+v subjects %+v", role, crb.RoleRef, crb.Subjects)
-			}
-		}
-		// The shared provider ClusterRole is installed but bound only by the operator, per
-		// Provider; and nothing installed grants an account of the build namespace, where only the
-		// operator's per-Provider import accounts live.
-		var providerRole rbacv1.ClusterRole
-		allowed(t, "ClusterRole banlieue-provider-libvirt", c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole))
-		var crbs rbacv1.ClusterRoleBindingList
-		if err := c.admin.List(ctx, &crbs); err != nil {
-			t.Fatal(err)
-		}
-		var rbs rbacv1.RoleBindingList
-		if err := c.admin.List(ctx, &rbs); err != nil {
-			t.Fatal(err)
-		}
-		check := func(kind, name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
-			if ref.Name == "banlieue-provider-libvirt" {
-				t.Errorf("%s %s binds banlieue-provider-libvirt; only the operator may", kind, name)
-			}
-			for _, s := range subjects {
-				if s.Kind == "ServiceAccount" && s.Namespace == buildNS {
-					t.Errorf("%s %s grants %s/%s; only the operator's per-Provider RoleBinding may", kind, name, s.Namespace, s.Name)
-				}
-			}
-		}
-		for _, b := range crbs.Items {
-			check("ClusterRoleBinding", b.Name, b.RoleRef, b.Subjects)
-		}
-		for _, b := range rbs.Items {
-			check("RoleBinding", b.Namespace+"/"+b.Name, b.RoleRef, b.Subjects)
-		}
-	})
-
-	// Every role's /metrics reviews its callers (internal/app/metrics_server.go): each role may
-	// create the two reviews, and banlieue-metrics-reader is the one rule a scraper needs.
-	t.Run("metrics reviews and reader", func(t *testing.T) {
-		for _, role := range roles {
-			as := c.as(t, systemNS, "banlieue-"+role)
-			allowed(t, "banlieue-"+role+" creates a TokenReview", as.Create(ctx,
-				&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}))
-			allowed(t, "banlieue-"+role+" creates a SubjectAccessReview", as.Create(ctx,
-				&authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "someone",
-					NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}))
-		}
-		// The provider's ClusterRole is bound only by the operator, per Provider: read its rules.
-		var providerRole rbacv1.ClusterRole
-		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole); err != nil {
-			t.Fatal(err)
-		}
-		for _, want := range []rbacv1.PolicyRule{
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-		} {
-			if !slices.ContainsFunc(providerRole.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, want) }) {
-				t.Errorf("ClusterRole banlieue-provider-libvirt lacks %v", want)
-			}
-		}
-		var reader rbacv1.ClusterRole
-		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-metrics-reader"}, &reader); err != nil {
-			t.Fatalf("ClusterRole banlieue-metrics-reader: %v", err)
-		}
-		wantRules := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
-		if !equality.Semantic.DeepEqual(reader.Rules, wantRules) {
-			t.Errorf("ClusterRole banlieue-metrics-reader rules %+v, want %+v", reader.Rules, wantRules)
-		}
-	})
-
-	// Every role records events (ADR-0106) about objects in any namespace: VMs and machines in
-	// tenant namespaces, cluster-scoped VMImages in default. The events library creates, then
-	// patches a series, through either API group.
-	t.Run("events from every role", func(t *testing.T) {
-		const tenant = "tenant-events"
-		if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}); err != nil {
-			t.Fatal(err)
-		}
-		for _, ns := range []string{tenant, metav1.NamespaceDefault} {
-			seed := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "install-probe", Namespace: ns},
-				EventTime: metav1.NowMicro(), ReportingController: "banlieue-test", ReportingInstance: "install",
-				Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal,
-				Regarding: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ns, Name: "probe"}}
-			if err := c.admin.Create(ctx, seed); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			for _, role := range roles {
-				as := c.as(t, systemNS, "banlieue-"+role)
-				ev := seed.DeepCopy()
-				ev.Name, ev.ResourceVersion, ev.UID = "install-probe-"+role, "", ""
-				allowed(t, "banlieue-"+role+" creates an events.k8s.io Event in "+ns, as.Create(ctx, ev, client.DryRunAll))
-				allowed(t, "banlieue-"+role+" creates a core Event in "+ns, as.Create(ctx, &corev1.Event{
-					ObjectMeta:     metav1.ObjectMeta{Name: "install-probe-core-" + role, Namespace: ns},
-					InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: ns, Name: "probe"}, Reason: "Probe", Type: corev1.EventTypeNormal,
-				}, client.DryRunAll))
-				allowed(t, "banlieue-"+role+" patches an Event's series in "+ns, as.Patch(ctx, seed.DeepCopy(),
-					client.RawPatch(types.MergePatchType, []byte(`{"series":{"count":2,"lastObservedTime":"2026-12-01T00:00:00.000000Z"}}`)), client.DryRunAll))
-			}
-		}
-		var providerRole rbacv1.ClusterRole
-		if err := c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole); err != nil {
-			t.Fatal(err)
-		}
-		want := rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}
-		if !slices.ContainsFunc(providerRole.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, want) }) {
-			t.Errorf("ClusterRole banlieue-provider-libvirt lacks %v", want)
-		}
-	})
+	checkRoleBoundaries(t, c, systemNS)
 
 	t.Run("artifacts PVC", func(t *testing.T) {
 		var pvc corev1.PersistentVolumeClaim
@@ -384,112 +256,12 @@ func TestInstall(t *testing.T) {
 	})
 
 	// RBAC, by impersonating the installed ServiceAccounts.
-	if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}); err != nil {
-		t.Fatal(err)
-	}
-
-	t.Run("controller RBAC", func(t *testing.T) {
-		ctrl := c.as(t, systemNS, "banlieue-controller")
-		allowed(t, "controller lists VirtualMachines", ctrl.List(ctx, &banlieuev1.VirtualMachineList{}))
-		allowed(t, "controller creates a LibvirtMachine", ctrl.Create(ctx, libvirtMachine(t)))
-		forbidden(t, "controller creates a Deployment", ctrl.Create(ctx, deployment(tenantNS), client.DryRunAll))
-		forbidden(t, "controller lists Secrets", ctrl.List(ctx, &corev1.SecretList{}))
-		forbidden(t, "controller lists Secrets in a namespace", ctrl.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
-		// The per-machine user-data copies (ADR-0095): applied, read by name and deleted.
-		userData := corev1ac.Secret("userdata-probe", tenantNS).WithData(map[string][]byte{"user-data": []byte("#cloud-config\n")})
-		allowed(t, "controller applies a user-data Secret", ctrl.Apply(ctx, userData, client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
-		allowed(t, "controller gets a user-data Secret", ctrl.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "userdata-probe"}, &corev1.Secret{}))
-		allowed(t, "controller deletes a user-data Secret", ctrl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "userdata-probe"}}))
-		// The controller owns (controller, blockOwnerDeletion) what it creates: LibvirtMachines
-		// of VirtualMachines, and the VirtualMachines of a pool.
-		vm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachine",
-			"metadata": map[string]any{"name": "vm", "namespace": tenantNS},
-			"spec":     map[string]any{"classRef": map[string]any{"name": "cls"}, "imageRef": map[string]any{"name": "img"}},
-		}}
-		if err := c.admin.Create(ctx, vm); err != nil {
-			t.Fatal(err)
-		}
-		lm := libvirtMachine(t)
-		lm.SetName("owned")
-		lm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
-		allowed(t, "controller creates a LibvirtMachine owned by a VirtualMachine", ctrl.Create(ctx, lm, client.DryRunAll))
-		pool := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachinePool",
-			"metadata": map[string]any{"name": "pool", "namespace": tenantNS},
-			"spec": map[string]any{"warmReplicas": int64(1), "maxReplicas": int64(3), "readiness": "InfrastructureReady",
-				"template": map[string]any{"spec": map[string]any{"classRef": map[string]any{"name": "cls"}, "imageRef": map[string]any{"name": "img"}}}},
-		}}
-		if err := c.admin.Create(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-		member := vm.DeepCopy()
-		member.SetName("pool-member")
-		member.SetResourceVersion("")
-		member.SetUID("")
-		member.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachinePool", pool)})
-		allowed(t, "controller creates a VirtualMachine owned by a pool", ctrl.Create(ctx, member, client.DryRunAll))
-	})
-
-	t.Run("operator RBAC", func(t *testing.T) {
-		op := c.as(t, systemNS, "banlieue-operator")
-		allowed(t, "operator creates a Deployment in a Provider namespace", op.Create(ctx, deployment(tenantNS)))
-		// The shared provider ClusterRole is bindable (bind, by name); cluster-admin is not.
-		allowed(t, "operator binds banlieue-provider-libvirt",
-			op.Create(ctx, clusterRoleBinding("banlieue-provider-libvirt"), client.DryRunAll))
-		forbidden(t, "operator binds cluster-admin", op.Create(ctx, clusterRoleBinding("cluster-admin"), client.DryRunAll))
-		// The per-Provider Roles pass the API server's escalation check: the one in the
-		// Provider's namespace, and the build one carrying examples/09's additionalRules.
-		allowed(t, "operator creates a per-Provider Role", op.Create(ctx, providerRole(), client.DryRunAll))
-		allowed(t, "operator creates the build Role in "+buildNS, op.Create(ctx, buildRole(t), client.DryRunAll))
-		// A shared Provider's machines' user-data Secrets are granted in each machine's namespace,
-		// which the operator decides from that Namespace's labels, read by name.
-		allowed(t, "operator creates a user-data grant Role in a machine's namespace", op.Create(ctx, userDataRole(), client.DryRunAll))
-		allowed(t, "operator gets a Namespace", op.Get(ctx, client.ObjectKey{Name: tenantNS}, &corev1.Namespace{}))
-		forbidden(t, "operator lists Namespaces", op.List(ctx, &corev1.NamespaceList{}))
-		// Its workload objects set blockOwnerDeletion on their Provider.
-		p := provider(t, ctx, c)
-		owned := deployment(tenantNS)
-		owned.Name = "owned"
-		owned.OwnerReferences = []metav1.OwnerReference{ownerRef("Provider", p)}
-		allowed(t, "operator creates a Deployment owned by a Provider", op.Create(ctx, owned, client.DryRunAll))
-		forbidden(t, "operator lists Secrets", op.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
-		// It holds the Job rights it grants only where it grants them: cluster-wide they would
-		// let it run a pod as any ServiceAccount of any namespace.
-		forbidden(t, "operator creates a Job in "+tenantNS, op.Create(ctx, job(tenantNS), client.DryRunAll))
-		forbidden(t, "operator lists Jobs cluster-wide", op.List(ctx, &batchv1.JobList{}))
-		allowed(t, "operator lists Jobs in "+buildNS, op.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNS)))
-	})
-
-	t.Run("imagebuilder RBAC", func(t *testing.T) {
-		ib := c.as(t, systemNS, "banlieue-imagebuilder")
-		allowed(t, "imagebuilder creates a Job in "+buildNS, ib.Create(ctx, job(buildNS)))
-		// Its Job and pod rights are a Role in the build namespace: cluster-wide, a compromised
-		// imagebuilder could run a pod as any ServiceAccount of any namespace.
-		forbidden(t, "imagebuilder creates a Job in "+tenantNS, ib.Create(ctx, job(tenantNS), client.DryRunAll))
-		forbidden(t, "imagebuilder lists Jobs cluster-wide", ib.List(ctx, &batchv1.JobList{}))
-		allowed(t, "imagebuilder lists pods in "+buildNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(buildNS)))
-		forbidden(t, "imagebuilder lists pods in "+tenantNS, ib.List(ctx, &corev1.PodList{}, client.InNamespace(tenantNS)))
-		forbidden(t, "imagebuilder creates a Deployment", ib.Create(ctx, deployment(buildNS), client.DryRunAll))
-		// Build Secrets: written (server-side apply) in the build namespace only, never read.
-		buildSecret := func(ns string) *corev1ac.SecretApplyConfiguration {
-			return corev1ac.Secret("build-x", ns).WithData(map[string][]byte{"from": []byte("https://example.org/x.raw")})
-		}
-		allowed(t, "imagebuilder applies a build Secret in "+buildNS,
-			ib.Apply(ctx, buildSecret(buildNS), client.FieldOwner("banlieue-imagebuilder"), client.ForceOwnership))
-		forbidden(t, "imagebuilder applies a Secret in "+tenantNS,
-			ib.Apply(ctx, buildSecret(tenantNS), client.FieldOwner("banlieue-imagebuilder"), client.ForceOwnership))
-		forbidden(t, "imagebuilder gets a Secret in "+buildNS, ib.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "build-x"}, &corev1.Secret{}))
-		forbidden(t, "imagebuilder lists Secrets in "+buildNS, ib.List(ctx, &corev1.SecretList{}, client.InNamespace(buildNS)))
-		forbidden(t, "imagebuilder lists Secrets cluster-wide", ib.List(ctx, &corev1.SecretList{}))
-	})
-
 	t.Run("admission policies on provider accounts", func(t *testing.T) {
 		// Their behaviour is TestImportJobAdmission's and TestProviderWritesAdmission's
 		// (internal/provider/libvirt/image); here: installed, bound, denying, with their params.
 		for _, name := range []string{"banlieue-import-jobs", "banlieue-provider-pods", "banlieue-provider-writes"} {
 			var policy admissionregistrationv1.ValidatingAdmissionPolicy
-			allowed(t, "ValidatingAdmissionPolicy "+name, c.admin.Get(ctx, client.ObjectKey{Name: name}, &policy))
+			testenv.Allowed(t, "ValidatingAdmissionPolicy "+name, c.admin.Get(ctx, client.ObjectKey{Name: name}, &policy))
 			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 			if err := c.admin.Get(ctx, client.ObjectKey{Name: name}, &binding); err != nil {
 				t.Errorf("ValidatingAdmissionPolicyBinding %s: %v", name, err)
@@ -509,7 +281,7 @@ func TestInstall(t *testing.T) {
 		// A binding's params are resolved before its match conditions: without this ConfigMap
 		// every Job in the build namespace and every status write would be refused.
 		var cm corev1.ConfigMap
-		allowed(t, "ConfigMap "+buildNS+"/banlieue-provider-accounts",
+		testenv.Allowed(t, "ConfigMap "+buildNS+"/banlieue-provider-accounts",
 			c.admin.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "banlieue-provider-accounts"}, &cm))
 		if len(cm.Data) != 0 {
 			t.Errorf("data %v, want none until the operator writes it", cm.Data)

@@ -21,6 +21,10 @@ func TestChartValuesSchema(t *testing.T) {
 			"monitoring.serviceMonitor.interval=1m", "monitoring.serviceMonitor.labels.release=prom",
 			"monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.release=prom",
 			"monitoring.dashboard.enabled=true", "string:monitoring.dashboard.labels.grafana_dashboard=1"}},
+		{set: []string{"podSecurityContext.runAsUser=1000", "podSecurityContext.seccompProfile.type=Localhost",
+			"podSecurityContext.seccompProfile.localhostProfile=profiles/banlieue.json", "securityContext.capabilities.add[0]=NET_BIND_SERVICE",
+			"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+			"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway", "controller.replicas=3", "string:pdb.minAvailable=50%"}},
 
 		{set: []string{"controller.replicas=abc"}, wantName: "/controller/replicas"},
 		{set: []string{"operator.replicas=-1"}, wantName: "/operator/replicas"},
@@ -31,7 +35,9 @@ func TestChartValuesSchema(t *testing.T) {
 		{set: []string{"image.digest=sha256:abc"}, wantName: "/image/digest"},
 		{set: []string{"image.pullPolicy=Sometimes"}, wantName: "/image/pullPolicy"},
 		{set: []string{"image.repository="}, wantName: "/image/repository"},
-		{set: []string{"namespaces.system.podSecurity.enforce=strict"}, wantName: "/namespaces/system/podSecurity/enforce"},
+		{set: []string{"namespaces.imagebuild.podSecurity.enforce=strict"}, wantName: "/namespaces/imagebuild/podSecurity/enforce"},
+		// The release namespace is helm's: the chart labels only the build namespace.
+		{set: []string{"namespaces.system.podSecurity.enforce=restricted"}, wantName: "'system'"},
 		{set: []string{"imagebuilder.jobs.deadline=soon"}, wantName: "/imagebuilder/jobs/deadline"},
 		{set: []string{"imagebuilder.limits.maxDiskSize=big"}, wantName: "/imagebuilder/limits/maxDiskSize"},
 		{set: []string{"imagebuilder.limits.allowNetworks[0]=mirror.lan"}, wantName: "/imagebuilder/limits/allowNetworks/0"},
@@ -48,6 +54,25 @@ func TestChartValuesSchema(t *testing.T) {
 		{set: []string{"monitoring.serviceMonitor.interval=often"}, wantName: "/monitoring/serviceMonitor/interval"},
 		{set: []string{"monitoring.prometheusRule.labels.enabled=true"}, wantName: "/monitoring/prometheusRule/labels/enabled"},
 		{set: []string{"monitoring.dashboard.folder=banlieue"}, wantName: "'folder'"},
+		// Restricted Pod Security and the read-only root filesystem hold whatever is set.
+		{set: []string{"podSecurityContext.runAsNonRoot=false"}, wantName: "/podSecurityContext/runAsNonRoot"},
+		{set: []string{"podSecurityContext.runAsUser=0"}, wantName: "/podSecurityContext/runAsUser"},
+		{set: []string{"podSecurityContext.seccompProfile.type=Unconfined"}, wantName: "/podSecurityContext/seccompProfile/type"},
+		{set: []string{"podSecurityContext.seccompProfile=null"}, wantName: "'seccompProfile'"},
+		{set: []string{"podSecurityContext.sysctls[0].name=net.ipv4.ip_forward"}, wantName: "'sysctls'"},
+		{set: []string{"securityContext.allowPrivilegeEscalation=true"}, wantName: "/securityContext/allowPrivilegeEscalation"},
+		{set: []string{"securityContext.readOnlyRootFilesystem=false"}, wantName: "/securityContext/readOnlyRootFilesystem"},
+		{set: []string{"securityContext.privileged=true"}, wantName: "'privileged'"},
+		{set: []string{"securityContext.capabilities.add[0]=SYS_ADMIN"}, wantName: "/securityContext/capabilities/add/0"},
+		{set: []string{"securityContext.capabilities.drop[0]=NET_RAW"}, wantName: "/securityContext/capabilities/drop"},
+		{set: []string{"topologySpreadConstraints[0].maxSkew=1"}, wantName: "/topologySpreadConstraints/0"},
+		{set: []string{"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=zone",
+			"topologySpreadConstraints[0].whenUnsatisfiable=Maybe"}, wantName: "/topologySpreadConstraints/0/whenUnsatisfiable"},
+		{set: []string{"pdb.minAvailable=half"}, wantName: "/pdb/minAvailable"},
+		{set: []string{"pdb.minAvailable=-1"}, wantName: "/pdb/minAvailable"},
+		{set: []string{"pdb.enable=true"}, wantName: "'enable'"},
+		{set: []string{"crds.enabled=no"}, wantName: "/crds/enabled"},
+		{set: []string{"crds.keepCRDs=true"}, wantName: "'keepCRDs'"},
 	} {
 		name := strings.Join(tc.set, ",")
 		if name == "" {

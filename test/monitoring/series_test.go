@@ -7,6 +7,7 @@
 package monitoring
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -75,24 +77,39 @@ var roles = []struct {
 	args  []string
 	ready string
 }{
-	{"controller", []string{"controller"}, `banlieue_reconcile_duration_seconds_count{controller="virtualmachine"}`},
-	{"operator", []string{"operator"}, `banlieue_reconcile_duration_seconds_count{controller="operator-provider"}`},
-	{"imagebuilder", []string{"imagebuilder"}, `banlieue_reconcile_duration_seconds_count{controller="imagebuilder"}`},
+	{"controller", []string{"controller"}, `controller_runtime_reconcile_time_seconds_count{controller="virtualmachine"}`},
+	{"operator", []string{"operator"}, `controller_runtime_reconcile_time_seconds_count{controller="operator-provider"}`},
+	{"imagebuilder", []string{"imagebuilder"}, `controller_runtime_reconcile_time_seconds_count{controller="imagebuilder"}`},
 	{"provider-libvirt", []string{"provider", "libvirt", "--provider-name", "x", "--import-service-account", "x-import"},
 		`banlieue_provider_failure_domains{backend="libvirt",name="x",namespace="banlieue-system"} 0`},
+	// The libvirt RPC histogram has a series only once a call was made: this provider talks to
+	// the lab host, and its probe's calls (the session's CONNECT_OPEN among them) produce them.
+	{"provider-libvirt (lab host)", []string{"provider", "libvirt", "--provider-name", labProvider, "--import-service-account", "lab-import"},
+		`banlieue_libvirt_rpc_duration_seconds_count{code="ok",procedure="CONNECT_OPEN"}`},
 }
 
+// labProvider is the Provider, in banlieue-system, of the lab host.
+const labProvider = "lab"
+
 // TestKitNamesExportedSeries: every metric name in the kit's queries is a sample one of the
-// running roles exports.
+// running roles exports. It needs the libvirt lab (hack/libvirt-lab.sh) for the RPC series.
 func TestKitNamesExportedSeries(t *testing.T) {
 	queries := kitQueries(t)
 	if len(queries) < 5 {
 		t.Fatalf("only %d queries in the kit; the files were not read as expected", len(queries))
 	}
+	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
 	env.ApplyRoleFixture(t)
+	creds, err := lab.Credentials("banlieue-system", "lab-creds", "lab-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env.Create(ctx, t, append(creds, lab.Provider("banlieue-system", labProvider, "lab-creds", "lab-ca", banlieuev1.ProviderCapabilities{}))...)
 	reader := env.MetricsReader(t)
 
 	start := time.Now()

@@ -72,21 +72,6 @@ func as(t *testing.T, cfg *rest.Config, ns, name string) client.Client {
 	return testenv.ClientAs(t, cfg, testenv.ServiceAccountUser(ns, name))
 }
 
-// allowed fails the test unless err is nil; forbidden unless err is a 403.
-func allowed(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Errorf("%s: want allowed, got %v", what, err)
-	}
-}
-
-func forbidden(t *testing.T, what string, err error) {
-	t.Helper()
-	if !apierrors.IsForbidden(err) {
-		t.Errorf("%s: want 403 Forbidden, got %v", what, err)
-	}
-}
-
 // hasEvent finds an events.k8s.io Event about the object named regarding with reason, whose
 // note contains note.
 func hasEvent(ctx context.Context, c client.Client, ns, regarding, reason, note string) error {

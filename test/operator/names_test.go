@@ -101,11 +101,11 @@ func TestWorkloadNames(t *testing.T) {
 				secret := client.ObjectKey{Namespace: other.Namespace, Name: "libvirt-edge-creds"}
 				err := imp.Get(ctx, secret, &corev1.Secret{})
 				if other == own {
-					allowed(t, fmt.Sprintf("%s's import account gets its Secret", own), ignoreNotFound(err))
+					testenv.Allowed(t, fmt.Sprintf("%s's import account gets its Secret", own), ignoreNotFound(err))
 				} else if other.Namespace != own.Namespace {
-					forbidden(t, fmt.Sprintf("%s's import account gets %s's Secret %s", own, other, secret), err)
+					testenv.Forbidden(t, fmt.Sprintf("%s's import account gets %s's Secret %s", own, other, secret), err)
 				}
-				forbidden(t, fmt.Sprintf("%s's import account lists Secrets in %s", own, other.Namespace),
+				testenv.Forbidden(t, fmt.Sprintf("%s's import account lists Secrets in %s", own, other.Namespace),
 					imp.List(ctx, &corev1.SecretList{}, client.InNamespace(other.Namespace)))
 			}
 		}

@@ -51,7 +51,7 @@ func TestOperator(t *testing.T) {
 	}
 	// RBAC must be enforced, or every permission check below would pass vacuously.
 	var secrets corev1.SecretList
-	forbidden(t, "an unbound ServiceAccount lists secrets", as(t, env.Config, systemNs, "nobody").List(ctx, &secrets))
+	testenv.Forbidden(t, "an unbound ServiceAccount lists secrets", as(t, env.Config, systemNs, "nobody").List(ctx, &secrets))
 
 	// The operator runs as a ServiceAccount bound to nothing but the generated ClusterRole.
 	startInstalledOperator(ctx, t, env, admin)
@@ -85,7 +85,7 @@ func TestOperator(t *testing.T) {
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "steal"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: operatorS, Namespace: systemNs}}}
-		forbidden(t, "operator binds cluster-admin", op.Create(ctx, crb))
+		testenv.Forbidden(t, "operator binds cluster-admin", op.Create(ctx, crb))
 	})
 	t.Run("a class edit rolls the Deployment", func(t *testing.T) { testClassEdit(ctx, t, admin, &p) })
 	t.Run("a paused class skips its Providers", func(t *testing.T) { testPaused(ctx, t, admin) })
@@ -328,32 +328,32 @@ func testGrants(ctx context.Context, t *testing.T, env *testenv.Env, p *banlieue
 	get := func(c client.Client, obj client.Object, ns, name string) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 	}
-	allowed(t, "provider reads its credentials Secret", get(sa, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))
-	allowed(t, "provider reads its CA ConfigMap", get(sa, &corev1.ConfigMap{}, systemNs, "libvirt-edge-ca"))
-	forbidden(t, "provider reads another Secret", get(sa, &corev1.Secret{}, systemNs, "someone-elses"))
-	forbidden(t, "provider lists Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNs)))
-	forbidden(t, "provider watches ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(systemNs)))
+	testenv.Allowed(t, "provider reads its credentials Secret", get(sa, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))
+	testenv.Allowed(t, "provider reads its CA ConfigMap", get(sa, &corev1.ConfigMap{}, systemNs, "libvirt-edge-ca"))
+	testenv.Forbidden(t, "provider reads another Secret", get(sa, &corev1.Secret{}, systemNs, "someone-elses"))
+	testenv.Forbidden(t, "provider lists Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNs)))
+	testenv.Forbidden(t, "provider watches ConfigMaps", sa.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(systemNs)))
 	// Import Jobs live in the build namespace; the class's additionalRules are granted there
 	// (the guide: "Import Job 403 on jobs: the ProviderClass is missing additionalRules").
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-probe", Namespace: buildNs}, Spec: batchv1.JobSpec{
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "import", Image: "registry.example/banlieue:v0.1.0"}}}}}}
-	allowed(t, "provider creates an import Job in "+buildNs, sa.Create(ctx, job.DeepCopy(), client.DryRunAll))
-	allowed(t, "provider reads an import Job by name", ignoreNotFound(get(sa, &batchv1.Job{}, buildNs, "import-probe")))
-	allowed(t, "provider watches its import Jobs", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNs)))
-	forbidden(t, "provider lists Jobs outside the build namespace", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(systemNs)))
-	forbidden(t, "provider creates Jobs outside the build namespace", sa.Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
+	testenv.Allowed(t, "provider creates an import Job in "+buildNs, sa.Create(ctx, job.DeepCopy(), client.DryRunAll))
+	testenv.Allowed(t, "provider reads an import Job by name", ignoreNotFound(get(sa, &batchv1.Job{}, buildNs, "import-probe")))
+	testenv.Allowed(t, "provider watches its import Jobs", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNs)))
+	testenv.Forbidden(t, "provider lists Jobs outside the build namespace", sa.List(ctx, &batchv1.JobList{}, client.InNamespace(systemNs)))
+	testenv.Forbidden(t, "provider creates Jobs outside the build namespace", sa.Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 		Name: "elsewhere", Namespace: systemNs}, Spec: job.Spec}, client.DryRunAll))
-	allowed(t, "provider updates its own Provider status", ignoreNotFound(sa.Status().Patch(ctx, p.DeepCopy(), client.Merge, client.DryRunAll)))
+	testenv.Allowed(t, "provider updates its own Provider status", ignoreNotFound(sa.Status().Patch(ctx, p.DeepCopy(), client.Merge, client.DryRunAll)))
 
 	imp := as(t, env.Config, buildNs, workload+"-import")
-	allowed(t, "import reads its Provider", get(imp, &banlieuev1.Provider{}, systemNs, provider))
-	allowed(t, "import reads the credentials Secret", get(imp, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))
-	allowed(t, "import reads the CA ConfigMap", get(imp, &corev1.ConfigMap{}, systemNs, "libvirt-edge-ca"))
-	forbidden(t, "import reads another Secret", get(imp, &corev1.Secret{}, systemNs, "someone-elses"))
-	forbidden(t, "import reads another Provider", get(imp, &banlieuev1.Provider{}, systemNs, "other-host"))
-	forbidden(t, "import lists Providers", imp.List(ctx, &banlieuev1.ProviderList{}, client.InNamespace(systemNs)))
-	forbidden(t, "import creates Jobs", imp.Create(ctx, job.DeepCopy(), client.DryRunAll))
+	testenv.Allowed(t, "import reads its Provider", get(imp, &banlieuev1.Provider{}, systemNs, provider))
+	testenv.Allowed(t, "import reads the credentials Secret", get(imp, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))
+	testenv.Allowed(t, "import reads the CA ConfigMap", get(imp, &corev1.ConfigMap{}, systemNs, "libvirt-edge-ca"))
+	testenv.Forbidden(t, "import reads another Secret", get(imp, &corev1.Secret{}, systemNs, "someone-elses"))
+	testenv.Forbidden(t, "import reads another Provider", get(imp, &banlieuev1.Provider{}, systemNs, "other-host"))
+	testenv.Forbidden(t, "import lists Providers", imp.List(ctx, &banlieuev1.ProviderList{}, client.InNamespace(systemNs)))
+	testenv.Forbidden(t, "import creates Jobs", imp.Create(ctx, job.DeepCopy(), client.DryRunAll))
 }
 
 func testClassEdit(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider) {

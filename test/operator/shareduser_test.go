@@ -84,12 +84,12 @@ func TestSharedProviderUserData(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the shared provider may get its team-a machine's user-data Secret", func() error {
 		return get(sharedSA, "team-a", web)
 	})
-	forbidden(t, "shared provider reads another team-a Secret", get(sharedSA, "team-a", "team-a-own"))
-	forbidden(t, "shared provider reads team-a's Secret of a machine on another Provider", get(sharedSA, "team-a", other))
-	forbidden(t, "shared provider lists team-a's Secrets", sharedSA.List(ctx, &corev1.SecretList{}, client.InNamespace("team-a")))
-	forbidden(t, "shared provider reads a machine's Secret in a namespace it does not admit", get(sharedSA, "team-c", outsider))
-	forbidden(t, "same-named Provider team-b/lab reads team-a's machine Secret", get(sameNameSA, "team-a", web))
-	forbidden(t, "same-named Provider team-b/lab reads team-a's other machine Secret", get(sameNameSA, "team-a", other))
+	testenv.Forbidden(t, "shared provider reads another team-a Secret", get(sharedSA, "team-a", "team-a-own"))
+	testenv.Forbidden(t, "shared provider reads team-a's Secret of a machine on another Provider", get(sharedSA, "team-a", other))
+	testenv.Forbidden(t, "shared provider lists team-a's Secrets", sharedSA.List(ctx, &corev1.SecretList{}, client.InNamespace("team-a")))
+	testenv.Forbidden(t, "shared provider reads a machine's Secret in a namespace it does not admit", get(sharedSA, "team-c", outsider))
+	testenv.Forbidden(t, "same-named Provider team-b/lab reads team-a's machine Secret", get(sameNameSA, "team-a", web))
+	testenv.Forbidden(t, "same-named Provider team-b/lab reads team-a's other machine Secret", get(sameNameSA, "team-a", other))
 	if n := grantsIn(ctx, t, admin, "team-c"); n != 0 {
 		t.Errorf("%d operator Roles in team-c, which no Provider admits", n)
 	}
@@ -115,7 +115,7 @@ func TestSharedProviderUserData(t *testing.T) {
 		if !reflect.DeepEqual(got.Rules, taken.Rules) || got.Labels[banlieuev1.LabelManagedBy] != "" {
 			t.Errorf("the tenant's Role was taken over: labels %v, rules %+v", got.Labels, got.Rules)
 		}
-		forbidden(t, "shared provider reads team-d's machine Secret through a Role it does not own", get(sharedSA, "team-d", tenants))
+		testenv.Forbidden(t, "shared provider reads team-d's machine Secret through a Role it does not own", get(sharedSA, "team-d", tenants))
 	})
 
 	t.Run("the grant goes with the machine", func(t *testing.T) {

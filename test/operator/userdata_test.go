@@ -57,9 +57,9 @@ func testUserDataGrants(ctx context.Context, t *testing.T, env *testenv.Env, adm
 		return sa.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: name}, &corev1.Secret{})
 	}
 	testenv.Eventually(t, 30*time.Second, "the provider may get its machine's user-data Secret", func() error { return get(mine) })
-	forbidden(t, "provider reads another Provider's machine's user-data Secret", get(others))
-	forbidden(t, "provider reads a Secret its machine's spec names", get("someone-elses"))
-	forbidden(t, "provider lists Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNs)))
+	testenv.Forbidden(t, "provider reads another Provider's machine's user-data Secret", get(others))
+	testenv.Forbidden(t, "provider reads a Secret its machine's spec names", get("someone-elses"))
+	testenv.Forbidden(t, "provider lists Secrets", sa.List(ctx, &corev1.SecretList{}, client.InNamespace(systemNs)))
 
 	if err := admin.Delete(ctx, userDataMachine(systemNs, "web-ud", provider, mine)); err != nil {
 		t.Fatal(err)
@@ -117,9 +117,9 @@ func testTenantUserData(ctx context.Context, t *testing.T, env *testenv.Env, adm
 	testenv.Eventually(t, 10*time.Second, "bob's edit in team-b", func() error {
 		return bob.List(ctx, &corev1.SecretList{}, client.InNamespace("team-b"))
 	})
-	forbidden(t, "team-b's tenant reads team-a's user-data Secret", bob.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: name}, &corev1.Secret{}))
-	forbidden(t, "team-b's tenant lists team-a's Secrets", bob.List(ctx, &corev1.SecretList{}, client.InNamespace("team-a")))
-	forbidden(t, "team-b's tenant reads team-a's LibvirtMachine", bob.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "web-01"}, &infrav1.LibvirtMachine{}))
+	testenv.Forbidden(t, "team-b's tenant reads team-a's user-data Secret", bob.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: name}, &corev1.Secret{}))
+	testenv.Forbidden(t, "team-b's tenant lists team-a's Secrets", bob.List(ctx, &corev1.SecretList{}, client.InNamespace("team-a")))
+	testenv.Forbidden(t, "team-b's tenant reads team-a's LibvirtMachine", bob.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "web-01"}, &infrav1.LibvirtMachine{}))
 }
 
 func errString(err error) string {

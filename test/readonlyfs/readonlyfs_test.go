@@ -253,7 +253,7 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for reconciles(p.scrape(t, reader), r.controller) == 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("no banlieue_reconcile_total for controller %q after 30 s\n%s", r.controller, string(p.Output()))
+					t.Fatalf("no controller_runtime_reconcile_total for controller %q after 30 s\n%s", r.controller, string(p.Output()))
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -279,10 +279,10 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 	}
 }
 
-// reconciles sums banlieue_reconcile_total of one controller in a /metrics body.
+// reconciles sums controller_runtime_reconcile_total of one controller in a /metrics body.
 func reconciles(metrics, controller string) float64 {
 	var total float64
-	prefix := `banlieue_reconcile_total{controller="` + controller + `",`
+	prefix := `controller_runtime_reconcile_total{controller="` + controller + `",`
 	for _, line := range strings.Split(metrics, "\n") {
 		if !strings.HasPrefix(line, prefix) {
 			continue

@@ -29,6 +29,19 @@ const (
 	ReasonWaitingForImage = "WaitingForImage"
 )
 
+// LibvirtMachine Ready reasons of a graceful power-off and of suspension (docs/adr/0118); each
+// is also the reason of the event announcing it.
+const (
+	// ReasonShuttingDown: the provider pressed the domain's ACPI power button (powerOffMode Soft
+	// or TrySoft) and waits for the guest to shut down.
+	ReasonShuttingDown = "ShuttingDown"
+	// ReasonShutdownTimedOut: the guest did not shut down within spec.powerOffTimeout of the
+	// button (TrySoft); the domain was destroyed, a power cut.
+	ReasonShutdownTimedOut = "ShutdownTimedOut"
+	// ReasonDomainSuspended: the domain is suspended (paused), as spec.desiredPowerState asks.
+	ReasonDomainSuspended = "DomainSuspended"
+)
+
 // LibvirtMachine GuestReady reasons.
 const (
 	// ReasonGuestAnnounced: the guest phoned home.

@@ -116,6 +116,21 @@ type LibvirtMachineSpec struct {
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	DesiredPowerState banlieuev1.PowerState `json:"desiredPowerState,omitempty"`
+	// powerOffMode is how PoweredOff and a restart reach the guest: TrySoft (the default) ACPI
+	// power button, then destroy after powerOffTimeout; Soft the button only; Hard destroy at
+	// once (a power cut). Teardown always destroys.
+	// +optional
+	// +kubebuilder:default=TrySoft
+	PowerOffMode banlieuev1.PowerOffMode `json:"powerOffMode,omitempty"`
+	// powerOffTimeout is how long TrySoft waits after the first press before destroying the
+	// domain. Default 2m; between 1s and 30m.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="powerOffTimeout must be between 1s and 30m"
+	PowerOffTimeout *metav1.Duration `json:"powerOffTimeout,omitempty"`
+	// nextRestartTime asks for one restart when it is later than status.lastRestartTime.
+	// +optional
+	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
 }
 
 // BootSource is the volume the OS disk comes from.
@@ -236,6 +251,14 @@ type LibvirtMachineStatus struct {
 	// observedPowerState of the domain.
 	// +optional
 	ObservedPowerState banlieuev1.PowerState `json:"observedPowerState,omitempty"`
+	// powerOffRequestedAt is when the provider pressed the domain's ACPI power button for the
+	// power-off under way (Soft, TrySoft); TrySoft's timeout counts from it, across provider
+	// restarts. Cleared once the domain is off or PoweredOff is no longer asked for.
+	// +optional
+	PowerOffRequestedAt *metav1.Time `json:"powerOffRequestedAt,omitempty"`
+	// lastRestartTime is the spec.nextRestartTime the domain last restarted (or started) for.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 	// addressSource the addresses came from.
 	// +optional
 	AddressSource AddressSource `json:"addressSource,omitempty"`

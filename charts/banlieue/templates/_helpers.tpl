@@ -13,5 +13,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with .Values.image.digest }}@{{ . }}{{ end -}}
 {{- end }}
 
-{{- define "banlieue.systemNamespace" -}}banlieue-system{{- end }}
+{{/*
+The roles run in the release namespace (`helm install -n`; the chart renders no Namespace for
+it: `--create-namespace` or an existing one). The build namespace is a fixed name: the
+ClusterRoles' namespaced Roles, the admission policies and the binaries' --build-namespace
+default all name it (ADR-0114). The roles may not share it: its policies hold every provider
+account there, and its Pod Security level is the build Jobs'.
+*/}}
+{{- define "banlieue.systemNamespace" -}}
+{{- if eq .Release.Namespace (include "banlieue.buildNamespace" .) }}
+{{- fail (printf "the release namespace may not be %s, the build namespace: install into another (e.g. helm install -n banlieue-system --create-namespace)" .Release.Namespace) }}
+{{- end }}
+{{- .Release.Namespace }}
+{{- end }}
 {{- define "banlieue.buildNamespace" -}}banlieue-imagebuild{{- end }}
+
+{{/* "true" when the default ProviderClass is rendered (templates/providerclass.yaml). */}}
+{{- define "banlieue.renderProviderClass" -}}
+{{- if and .Values.providerClass.create (or (not .Values.crds.enabled) (.Capabilities.APIVersions.Has "banlieue.io/v1alpha1/ProviderClass")) }}true{{ end }}
+{{- end }}

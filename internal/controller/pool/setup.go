@@ -75,7 +75,7 @@ func setupPool(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(poolOfMember), inScope(opts)).
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(pools)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("virtualmachinepool", &poolReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}))
+		Complete(&poolReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})
 	if err != nil {
 		return fmt.Errorf("creating virtualmachinepool controller: %w", err)
 	}
@@ -98,7 +98,7 @@ func setupClaim(mgr manager.Manager, opts Options, concurrency int) error {
 		// A bound member is controlled by its claim, so losing it wakes the claim at once.
 		Owns(&banlieuev1.VirtualMachine{}, inScope(opts)).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: concurrency}).
-		Complete(app.Instrument("virtualmachineclaim", &claimReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}))
+		Complete(&claimReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})
 	if err != nil {
 		return fmt.Errorf("creating virtualmachineclaim controller: %w", err)
 	}

@@ -80,7 +80,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
 		WatchesRawSource(source.Channel(r.events.ch, handler.TypedEnqueueRequestsFromMapFunc(r.machinesFor))).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
-		Complete(app.Instrument("libvirtmachine", r.events.track(r)))
+		Complete(r.events.track(r))
 }
 
 // serves reports whether m is this process's: its providerRef names the Provider the process
@@ -134,7 +134,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return r.retry(ctx, &m, err)
 		}
 		r.starts.clear(m.UID)
-		r.announced.forget(string(m.UID)+"/power", string(m.UID)+"/defined")
+		r.announced.forget(announcedKeys(&m)...)
 		hadFinalizer := controllerutil.ContainsFinalizer(&m, infrav1.FinalizerLibvirtMachine)
 		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
 			return ctrl.Result{}, err
@@ -185,8 +185,16 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
-	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status)
+	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status, obs.power.plan.action)
 	requeue := machineRequeue(obs, r.Connections.Watching(m.ProviderKey()))
+	// A power-off under way is watched closely, whatever the resync.
+	if w := obs.power.requeue(); w > 0 {
+		requeue = w
+		if r.Resync > 0 {
+			requeue = min(r.Resync, w)
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, requeue)}, nil
 }
 

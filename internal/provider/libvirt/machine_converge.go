@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -27,6 +28,8 @@ type observation struct {
 	phase         guestPhase
 	// mediaDetached is true once the installer is ejected (installMedia machines only).
 	mediaDetached bool
+	// power is what applyPower did and found.
+	power powerOutcome
 }
 
 // volumeRecord is the machine's record of its volumes (status.volumes), the proof that a volume
@@ -72,9 +75,10 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	if err := defineDomain(ctx, c, pool, m, userData, boot, names, diskPaths, record, &obs); err != nil {
 		return obs, err
 	}
-	if obs.state, err = applyPower(ctx, c, m, obs.domain, starts); err != nil {
+	if obs.power, err = applyPower(ctx, c, m, obs.domain, starts); err != nil {
 		return obs, err // names its step: "starting domain …", "… still starting up"
 	}
+	obs.state = obs.power.state
 	if err := observeGuest(ctx, c, m, &obs); err != nil {
 		return obs, err
 	}
@@ -460,12 +464,14 @@ func inPhase(phase string, err error) error {
 	return fmt.Errorf("%s: %w", phase, err)
 }
 
-// applyPower starts or hard-stops the domain to match the desired power state.
+// applyPower acts on the domain's power the way decidePower says (machine_power.go) and reads
+// the state it left.
 func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain,
-	starts *startWatch) (libvirt.DomainState, error) {
+	starts *startWatch) (powerOutcome, error) {
 	state, reason, err := c.DomainState(ctx, dom)
+	out := powerOutcome{state: state, reason: reason}
 	if err != nil {
-		return state, err
+		return out, err
 	}
 	// A start still in flight: a pass that died during DomainCreate (libvirtd finishes it
 	// alone), or another client's. Reported now it would read as Suspended and stand until the
@@ -474,30 +480,69 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	// domain, proven this machine's, is destroyed and started again.
 	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
 		if !starts.stuck(m.UID) {
-			return state, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
+			return out, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
 		}
 		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
-			return state, fmt.Errorf("destroying domain %s, stuck starting up: %w", dom.Name, err)
+			return out, fmt.Errorf("destroying domain %s, stuck starting up: %w", dom.Name, err)
 		}
 		state = libvirt.DomainShutOff
 	} else {
 		starts.clear(m.UID)
 	}
-	desired := m.Spec.DesiredPowerState
-	switch {
-	case (desired == "" || desired == "PoweredOn") && !isRunning(state):
-		if _, err := c.DomainCreate(ctx, dom, 0); err != nil {
-			return state, fmt.Errorf("starting domain %s: %w", dom.Name, err)
-		}
-	case desired == "PoweredOff" && isRunning(state):
-		if err := c.DomainDestroy(ctx, dom); err != nil {
-			return state, fmt.Errorf("stopping domain %s: %w", dom.Name, err)
-		}
-	default:
-		return state, nil
+	out.inputs = powerInputsOf(m, state, time.Now())
+	out.plan = decidePower(out.inputs)
+	if err := powerCall(ctx, c, dom, out.plan.action); err != nil {
+		return out, err
 	}
-	state, _, err = c.DomainState(ctx, dom)
-	return state, err
+	if out.plan.action == powerNone {
+		out.state = state
+		return out, nil
+	}
+	out.state, out.reason, err = c.DomainState(ctx, dom)
+	return out, err
+}
+
+// powerCall makes the libvirt calls of one power action. Each error names the step.
+func powerCall(ctx context.Context, c *libvirt.Client, dom libvirt.Domain, action powerAction) error {
+	var err error
+	switch action {
+	case powerStart:
+		if _, err = c.DomainCreate(ctx, dom, 0); err != nil {
+			return fmt.Errorf("starting domain %s: %w", dom.Name, err)
+		}
+	case powerShutdown:
+		if err = c.DomainShutdown(ctx, dom, libvirt.PowerACPIButton); err != nil {
+			return fmt.Errorf("pressing the ACPI power button of domain %s: %w", dom.Name, err)
+		}
+	case powerDestroy:
+		if err = c.DomainDestroy(ctx, dom); err != nil {
+			return fmt.Errorf("stopping domain %s: %w", dom.Name, err)
+		}
+	case powerForce:
+		if err = c.DomainDestroy(ctx, dom); err != nil {
+			return fmt.Errorf("destroying domain %s after spec.powerOffTimeout: %w", dom.Name, err)
+		}
+	case powerSuspend:
+		if err = c.DomainSuspend(ctx, dom); err != nil {
+			return fmt.Errorf("suspending domain %s: %w", dom.Name, err)
+		}
+	case powerResume:
+		if err = c.DomainResume(ctx, dom); err != nil {
+			return fmt.Errorf("resuming domain %s: %w", dom.Name, err)
+		}
+	case powerReboot:
+		if err = c.DomainReboot(ctx, dom, libvirt.PowerACPIButton); err != nil {
+			return fmt.Errorf("rebooting domain %s through the ACPI power button: %w", dom.Name, err)
+		}
+	case powerCycle:
+		if err = c.DomainDestroy(ctx, dom); err != nil {
+			return fmt.Errorf("destroying domain %s to restart it: %w", dom.Name, err)
+		}
+		if _, err = c.DomainCreate(ctx, dom, 0); err != nil {
+			return fmt.Errorf("starting domain %s to restart it: %w", dom.Name, err)
+		}
+	}
+	return nil
 }
 
 // guestAddresses asks the agent, then DHCP leases, then the ARP table; the first source with an

@@ -1,9 +1,12 @@
 package libvirt
 
 import (
+	"cmp"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
@@ -16,37 +19,91 @@ const RecorderName = "banlieue-provider-libvirt"
 // machineEvent is one transition of a machine's domain worth an event.
 type machineEvent struct {
 	reason, note string
+	// key groups the events announced once per press or request ("shutdown", "restart").
+	key     string
+	warning bool
 }
 
 // machineTransitions are the transitions of the domain between the status a pass found and the
-// one it writes: the first recorded domain UUID (defined), and the observed power state moving
-// to or from PoweredOn (started, stopped). A pass that redefines the same domain, or finds it as
-// it was, moves nothing and announces nothing (docs/adr/0106).
-func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus) []machineEvent {
+// one it writes: the first recorded domain UUID (defined), the observed power state moving to or
+// from PoweredOn (started, stopped, suspended, resumed), and the power actions only the pass
+// knows of: the ACPI power button pressed (ShuttingDown), a power-off forced after the timeout
+// (ShutdownTimedOut), a restart. A pass that redefines the same domain, or finds it as it was,
+// moves nothing and announces nothing (docs/adr/0106).
+func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus, action powerAction) []machineEvent {
 	var out []machineEvent
 	if before.DomainUUID == "" && after.DomainUUID != "" {
-		out = append(out, machineEvent{banlieuev1.ReasonDomainDefined,
-			fmt.Sprintf("domain %s defined (uuid %s)", m.Spec.DomainName, after.DomainUUID)})
+		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainDefined,
+			note: fmt.Sprintf("domain %s defined (uuid %s)", m.Spec.DomainName, after.DomainUUID)})
 	}
+	name := m.Spec.DomainName
+	was, is := before.ObservedPowerState, after.ObservedPowerState
 	switch {
-	case before.ObservedPowerState != banlieuev1.PoweredOn && after.ObservedPowerState == banlieuev1.PoweredOn:
-		out = append(out, machineEvent{banlieuev1.ReasonDomainStarted, fmt.Sprintf("domain %s started", m.Spec.DomainName)})
-	case before.ObservedPowerState == banlieuev1.PoweredOn && after.ObservedPowerState == banlieuev1.PoweredOff:
-		out = append(out, machineEvent{banlieuev1.ReasonDomainStopped, fmt.Sprintf("domain %s stopped", m.Spec.DomainName)})
+	case was == banlieuev1.Suspended && is == banlieuev1.PoweredOn:
+		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainResumed, note: fmt.Sprintf("domain %s resumed", name)})
+	case was != banlieuev1.PoweredOn && is == banlieuev1.PoweredOn:
+		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainStarted, note: fmt.Sprintf("domain %s started", name)})
+	case was == banlieuev1.PoweredOn && is == banlieuev1.Suspended:
+		out = append(out, machineEvent{reason: infrav1.ReasonDomainSuspended, note: fmt.Sprintf("domain %s suspended", name)})
+	case (was == banlieuev1.PoweredOn || was == banlieuev1.Suspended) && is == banlieuev1.PoweredOff:
+		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainStopped, note: fmt.Sprintf("domain %s stopped", name)})
+	}
+	switch action {
+	case powerShutdown:
+		out = append(out, machineEvent{reason: infrav1.ReasonShuttingDown, key: "shutdown",
+			note: fmt.Sprintf("ACPI power button pressed on domain %s (powerOffMode %s)", name, cmp.Or(m.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft))})
+	case powerForce:
+		out = append(out, machineEvent{reason: infrav1.ReasonShutdownTimedOut, key: "shutdown", warning: true,
+			note: fmt.Sprintf("domain %s did not shut down within spec.powerOffTimeout; destroyed", name)})
+	case powerReboot, powerCycle:
+		how := "rebooted through the ACPI power button"
+		if action == powerCycle {
+			how = "destroyed and started again (powerOffMode Hard)"
+		}
+		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainRestarted, key: "restart",
+			note: fmt.Sprintf("domain %s %s for spec.nextRestartTime", name, how)})
 	}
 	return out
 }
 
-// emitMachineTransitions records machineTransitions as Normal events on m, each once: a define
-// once per domain UUID, a power event once until the other one.
-func emitMachineTransitions(rec events.EventRecorder, seen *announced, m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus) {
-	for _, e := range machineTransitions(m, before, after) {
+// emitMachineTransitions records machineTransitions as events on m, each once: a define once
+// per domain UUID, a power event once until the next one, a power-off's events once per press
+// and a restart once per request.
+func emitMachineTransitions(rec events.EventRecorder, seen *announced, m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus,
+	action powerAction) {
+	for _, e := range machineTransitions(m, before, after, action) {
 		key, value := string(m.UID)+"/power", e.reason
-		if e.reason == banlieuev1.ReasonDomainDefined {
+		switch {
+		case e.reason == banlieuev1.ReasonDomainDefined:
 			key, value = string(m.UID)+"/defined", after.DomainUUID
+		case e.key == "shutdown":
+			key, value = string(m.UID)+"/shutdown", e.reason+" "+timeKey(after.PowerOffRequestedAt, before.PowerOffRequestedAt)
+		case e.key == "restart":
+			key, value = string(m.UID)+"/restart", timeKey(after.LastRestartTime, nil)
 		}
 		if seen.first(key, value) {
-			rec.Eventf(m, nil, corev1.EventTypeNormal, e.reason, "Converge", "%s", e.note)
+			typ := corev1.EventTypeNormal
+			if e.warning {
+				typ = corev1.EventTypeWarning
+			}
+			rec.Eventf(m, nil, typ, e.reason, "Converge", "%s", e.note)
 		}
 	}
+}
+
+// announcedKeys are the keys emitMachineTransitions uses for m, forgotten when m goes.
+func announcedKeys(m *infrav1.LibvirtMachine) []string {
+	id := string(m.UID)
+	return []string{id + "/power", id + "/defined", id + "/shutdown", id + "/restart"}
+}
+
+// timeKey is the first set time, as a key: the press a power-off event belongs to (the one
+// recorded after the pass, or the one a forced pass cleared), the request a restart served.
+func timeKey(times ...*metav1.Time) string {
+	for _, t := range times {
+		if t != nil {
+			return t.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return ""
 }

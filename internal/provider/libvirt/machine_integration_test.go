@@ -245,7 +245,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	// One event per transition, none for the passes since (the resync is 1 s): a repeat would
 	// show as a series. The recorder writes asynchronously, hence the wait before looking.
 	time.Sleep(3 * time.Second)
-	if got, want := eventKeys(ctx, t, s.env.Client, testNamespace, "web-01"), []string{"Normal/DomainDefined", "Normal/DomainStarted"}; !slices.Equal(got, want) {
+	if got, want := testenv.EventKeys(testenv.EventsAbout(ctx, t, s.env.Client, testNamespace, "web-01")), []string{"Normal/DomainDefined", "Normal/DomainStarted"}; !slices.Equal(got, want) {
 		t.Errorf("events about the machine = %v, want %v", got, want)
 	}
 
@@ -255,7 +255,7 @@ func (s *machineSuite) testRealise(ctx context.Context, t *testing.T) {
 	}
 	s.waitGone(ctx, t, client.ObjectKeyFromObject(m))
 	testenv.Eventually(t, 10*time.Second, "DomainDestroyed announced", func() error {
-		keys := eventKeys(ctx, t, s.env.Client, testNamespace, "web-01")
+		keys := testenv.EventKeys(testenv.EventsAbout(ctx, t, s.env.Client, testNamespace, "web-01"))
 		return testenv.Unmet(slices.Equal(keys, []string{"Normal/DomainDefined", "Normal/DomainDestroyed", "Normal/DomainStarted"}), fmt.Sprintf("events %v", keys))
 	})
 	if _, err := s.host.DomainLookupByName(ctx, "banlieue-system-web-01"); !libvirt.IsNotFound(err) {

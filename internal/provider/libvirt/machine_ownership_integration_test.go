@@ -109,6 +109,10 @@ func (s *machineSuite) testForeignDomain(ctx context.Context, t *testing.T) {
 	if v := s.volumes(ctx, t); v != volsBefore {
 		t.Errorf("volumes changed: %s → %s", volsBefore, v)
 	}
+	// The machine wants PoweredOn: no power call reached the stranger's domain.
+	if state, _, err := s.host.DomainState(ctx, dom); err != nil || state != libvirt.DomainShutOff {
+		t.Errorf("the foreign domain is %s (%v), want it left shut off", state, err)
+	}
 }
 
 // testJoinedNamesCollide: team/x-vm and team-x/vm both compute domain team-x-vm. The first

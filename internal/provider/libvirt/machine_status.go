@@ -2,6 +2,10 @@ package libvirt
 
 import (
 	"cmp"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -39,16 +43,16 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 	}
 	st.ObservedGeneration = m.Generation
 
-	if running {
-		msg := "domain is defined and running"
-		if obs.domainType == "qemu" {
-			msg += " (emulated: the host offers no KVM, so the guest runs under software emulation)"
-		}
-		setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionTrue, infrav1.ReasonDomainRunning, msg)
-	} else {
-		setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, infrav1.ReasonDomainNotRunning,
-			"domain is defined but "+obs.state.String())
+	st.PowerOffRequestedAt = obs.power.requestedAt()
+	if obs.power.plan.servesRestart {
+		st.LastRestartTime = m.Spec.NextRestartTime.DeepCopy()
 	}
+	reason, msg := readyOf(m, obs)
+	status := metav1.ConditionFalse
+	if reason == infrav1.ReasonDomainRunning {
+		status = metav1.ConditionTrue
+	}
+	setMachineCondition(&st, m, banlieuev1.ConditionReady, status, reason, msg)
 	// GuestReady is absent while no agent answers: the provider cannot tell, and pools wait for
 	// a signal rather than reading silence as failure.
 	switch {
@@ -63,6 +67,43 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 			"the guest agent answers but "+phaseFile+" does not say installed")
 	}
 	return st
+}
+
+// readyOf is the reason and message of Ready after a converge pass: a power-off under way or
+// forced, a suspended domain, and otherwise whether the domain runs. ShutdownTimedOut stays
+// while the forced-off domain stays off, so the power cut is not taken for a clean shutdown.
+func readyOf(m *infrav1.LibvirtMachine, obs observation) (string, string) {
+	p := obs.power
+	prev := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+	off := !isRunning(obs.state)
+	switch {
+	case p.plan.action == powerForce || off && m.Spec.DesiredPowerState == banlieuev1.PoweredOff &&
+		prev != nil && prev.Reason == infrav1.ReasonShutdownTimedOut:
+		msg := "the guest did not shut down within spec.powerOffTimeout of the ACPI power button; the domain was destroyed"
+		if prev != nil && prev.Reason == infrav1.ReasonShutdownTimedOut && p.plan.action != powerForce {
+			msg = prev.Message
+		} else if !p.inputs.requestedAt.IsZero() {
+			msg = fmt.Sprintf("the guest did not shut down within spec.powerOffTimeout (%s) of the ACPI power button at %s; the domain was destroyed",
+				p.inputs.timeout, p.inputs.requestedAt.UTC().Format(time.RFC3339))
+		}
+		return infrav1.ReasonShutdownTimedOut, msg
+	case !off && !p.plan.requestedAt.IsZero():
+		at := p.plan.requestedAt.UTC().Format(time.RFC3339)
+		if m.Spec.PowerOffMode == banlieuev1.PowerOffSoft {
+			return infrav1.ReasonShuttingDown, fmt.Sprintf("ACPI power button pressed at %s (spec.powerOffMode Soft); waiting for the guest to shut down", at)
+		}
+		return infrav1.ReasonShuttingDown, fmt.Sprintf("ACPI power button pressed at %s (spec.powerOffMode TrySoft); the domain is destroyed at %s if the guest has not shut down",
+			at, p.plan.requestedAt.Add(p.inputs.timeout).UTC().Format(time.RFC3339))
+	case m.Spec.DesiredPowerState == banlieuev1.Suspended && powerState(obs.state) == banlieuev1.Suspended:
+		return infrav1.ReasonDomainSuspended, "domain is suspended, as spec.desiredPowerState asks"
+	case !off:
+		msg := "domain is defined and running"
+		if obs.domainType == "qemu" {
+			msg += " (emulated: the host offers no KVM, so the guest runs under software emulation)"
+		}
+		return infrav1.ReasonDomainRunning, msg
+	}
+	return infrav1.ReasonDomainNotRunning, "domain is defined but " + obs.state.String()
 }
 
 // failedStatus keeps every observed field and reports the error on Ready: a name conflict, or a

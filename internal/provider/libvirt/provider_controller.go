@@ -71,7 +71,7 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
-	return b.Complete(app.Instrument("provider", r))
+	return b.Complete(r)
 }
 
 // ProviderFieldSelector narrows the manager's cache of Providers to one name, server-side.

@@ -302,11 +302,11 @@ func (s *providerSuite) testRotation(ctx context.Context, t *testing.T) {
 	// between (a repeat would show as a series). The recorder writes asynchronously.
 	want := []string{"Normal/HostReachable", "Normal/HostReachable", "Warning/ConnectFailed"}
 	testenv.Eventually(t, 10*time.Second, "reachability events", func() error {
-		got := eventKeys(ctx, t, s.env.Client, testNamespace, p.Name)
+		got := testenv.EventKeys(testenv.EventsAbout(ctx, t, s.env.Client, testNamespace, p.Name))
 		return testenv.Unmet(slices.Equal(got, want), fmt.Sprintf("events %v", got))
 	})
 	time.Sleep(3 * time.Second)
-	if got := eventKeys(ctx, t, s.env.Client, testNamespace, p.Name); !slices.Equal(got, want) {
+	if got := testenv.EventKeys(testenv.EventsAbout(ctx, t, s.env.Client, testNamespace, p.Name)); !slices.Equal(got, want) {
 		t.Errorf("events after probes that found the host as before = %v, want %v", got, want)
 	}
 }

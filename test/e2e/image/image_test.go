@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
@@ -54,6 +55,10 @@ func TestImagePipeline(t *testing.T) {
 
 	testenv.SetLogger(t)
 	mgr := s.env.NewManager(t)
+	// As in the roles' managers: the build and import series are recorded from the election on.
+	if err := mgr.Add(app.LeaderGauge(mgr, "e2e-image")); err != nil {
+		t.Fatal(err)
+	}
 	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: buildNamespace, ImportImage: "banlieue:test",
 		ImportServiceAccount: importSA, Resync: 5 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -99,6 +104,7 @@ func TestImagePipeline(t *testing.T) {
 
 	t.Run("https qcow2 source: built, then imported into every pool", func(t *testing.T) {
 		start := time.Now()
+		series := jobSeries(t)
 		s.createImage(ctx, t, "cirros", baseURL+"/cirros-a.qcow2", "")
 		img := s.waitImage(ctx, t, "cirros", "buildArtifact Ready", func(img *banlieuev1.VMImage) bool {
 			a := img.Status.BuildArtifact
@@ -128,6 +134,13 @@ func TestImagePipeline(t *testing.T) {
 		if n := len(s.jobs(ctx, t, "cirros", importComponent)); n != len(pools) {
 			t.Errorf("want one import Job per pool, got %d", n)
 		}
+		// The roles recorded the finished build Job and each import Job once, with the
+		// artifact's 16 MiB (docs/operations.md, "banlieue's series").
+		series.expectGrowth(t, map[string]float64{
+			"build succeeded": 1, "build bytes": 16 << 20,
+			"import succeeded": float64(len(pools)), "import bytes": float64(len(pools) * 16 << 20),
+			"build failed": 0, "import failed": 0,
+		})
 		t.Logf("https source Ready on %d pools in %s", len(pools), time.Since(start).Round(time.Millisecond))
 	})
 
@@ -282,5 +295,51 @@ func TestImagePipeline(t *testing.T) {
 		})
 		importedEverywhere(t, "cirros", want)
 		t.Logf("rebuild and re-import in %s", time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// jobSeriesSample is where the build and import series stood at a point of the test.
+type jobSeriesSample map[string]float64
+
+var jobSeriesNames = map[string]struct {
+	name   string
+	labels map[string]string
+}{
+	"build succeeded":  {"banlieue_image_build_duration_seconds", map[string]string{"result": "succeeded"}},
+	"build failed":     {"banlieue_image_build_duration_seconds", map[string]string{"result": "failed"}},
+	"build bytes":      {"banlieue_image_build_bytes_total", map[string]string{}},
+	"import succeeded": {"banlieue_image_import_duration_seconds", map[string]string{"result": "succeeded"}},
+	"import failed":    {"banlieue_image_import_duration_seconds", map[string]string{"result": "failed"}},
+	"import bytes":     {"banlieue_image_import_bytes_total", map[string]string{}},
+}
+
+// jobSeries reads the build and import series of this process's registry, where the roles of
+// the test's manager record.
+func jobSeries(t *testing.T) jobSeriesSample {
+	t.Helper()
+	out := jobSeriesSample{}
+	for key, s := range jobSeriesNames {
+		v, ok := testenv.RegistrySample(t, s.name, s.labels)
+		if !ok {
+			t.Fatalf("%s%v is not exported", s.name, s.labels)
+		}
+		out[key] = v
+	}
+	return out
+}
+
+// expectGrowth waits up to 10 s for each series to have grown from before by exactly want: the
+// imagebuilder records a build just after it writes the status the test waited for.
+func (before jobSeriesSample) expectGrowth(t *testing.T, want map[string]float64) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, "build and import series recorded", func() error {
+		now := jobSeries(t)
+		var off []string
+		for key, w := range want {
+			if d := now[key] - before[key]; d != w {
+				off = append(off, fmt.Sprintf("%s grew by %v, want %v", key, d, w))
+			}
+		}
+		return testenv.Unmet(len(off) == 0, strings.Join(off, "; "))
 	})
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	"banlieue.io/banlieue/internal/controller/pool"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
@@ -114,6 +115,10 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 func (s *suite) startManager() {
 	t := s.root
 	mgr := s.env.NewManager(t)
+	// As in the roles' managers: once-only series (time to Ready) are recorded from the election on.
+	if err := mgr.Add(app.LeaderGauge(mgr, "e2e-vm")); err != nil {
+		t.Fatal(err)
+	}
 	if err := controller.Setup(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}

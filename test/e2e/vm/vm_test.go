@@ -62,6 +62,7 @@ func TestVirtualMachinesOnLab(t *testing.T) {
 	bios := vmLike(web, "bios-01", smallBIOS.Name, img.Name)
 	tpm := vmLike(web, "sealed-01", sealed.Name, installer.Name)
 	start := time.Now()
+	readyBefore, _ := testenv.RegistrySample(t, "banlieue_vm_time_to_ready_seconds", map[string]string{})
 	for _, vm := range []*banlieuev1.VirtualMachine{web, bios, tpm} {
 		if err := s.env.Client.Create(ctx, vm); err != nil {
 			t.Fatal(err)
@@ -71,6 +72,12 @@ func TestVirtualMachinesOnLab(t *testing.T) {
 		s.waitVMReady(ctx, t, vm)
 	}
 	t.Logf("3 VirtualMachines Ready in %s", time.Since(start).Round(time.Millisecond))
+	// The controller that wrote each Ready records its time to Ready just after the write, once
+	// per VM, however many passes see it Ready since.
+	testenv.Eventually(t, 5*time.Second, "3 VMs in banlieue_vm_time_to_ready_seconds", func() error {
+		got, _ := testenv.RegistrySample(t, "banlieue_vm_time_to_ready_seconds", map[string]string{})
+		return testenv.Unmet(got-readyBefore == 3, fmt.Sprintf("%v recorded", got-readyBefore))
+	})
 
 	t.Run("efi backingVolume from examples/17", func(t *testing.T) {
 		s.checkMachine(ctx, t, web, img, checks{firmware: "efi", tpm: "none", shape: infrav1.BootBackingVolume})

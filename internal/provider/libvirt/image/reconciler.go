@@ -77,6 +77,7 @@ type Reconciler struct {
 // after its teardown deleted its overlay, may free the old base it booted from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.recorder = mgr.GetEventRecorder(providerlibvirt.RecorderName)
+	initImportMetrics()
 	b := ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").For(&banlieuev1.VMImage{})
 	if r.WatchJobs {
 		b = b.Owns(&batchv1.Job{})
@@ -89,7 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
-		Complete(app.Instrument("vmimage-libvirt", r))
+		Complete(r)
 }
 
 func (r *Reconciler) allImages(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -309,6 +310,8 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 		}
 		return notReadyZone(pool, banlieuev1.ReasonImporting, "artifact rebuilt or banlieue upgraded; replacing the import Job"), nil
 	}
+	// Not stale: the Job imported the image's current artifact.
+	recordImport(&job, img.Status.BuildArtifact)
 	return jobZone(pool, &job), nil
 }
 

@@ -79,6 +79,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 
 func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	conns := hostconn.NewConnections()
+	conns.Dialer.Observer = providerlibvirt.RPCObserver()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
 	}
