@@ -76,7 +76,8 @@ func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.
 
 	done, waiting := deletionProgress(vm.Namespace, vm.Name, results)
 	if done {
-		return ctrl.Result{}, finalizer.Remove(ctx, r.client, vm, banlieuev1.FinalizerVirtualMachine)
+		_, err := finalizer.Remove(ctx, r.client, vm, banlieuev1.FinalizerVirtualMachine)
+		return ctrl.Result{}, err
 	}
 	status := vm.Status.DeepCopy()
 	banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,

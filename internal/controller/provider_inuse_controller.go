@@ -50,7 +50,7 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// that late is the user's race to lose.
 		err = finalizer.Ensure(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
 	case !inUse && has:
-		err = finalizer.Remove(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
+		_, err = finalizer.Remove(ctx, r.client, &p, banlieuev1.FinalizerProviderInUse)
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("provider %s/%s: %w", p.Namespace, p.Name, err)

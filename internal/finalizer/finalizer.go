@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
@@ -25,15 +27,21 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 	return nil
 }
 
-// Remove takes name out of obj's finalizers if it is there. An object already gone is no error:
-// removing the last finalizer may delete it before the answer.
-func Remove(ctx context.Context, c client.Client, obj client.Object, name string) error {
+// Remove takes name out of obj's finalizers if it is there, and reports whether this call took it
+// off. An object already gone is no error, only not a removal: removing the last finalizer may
+// delete it before the answer, and a pass working from a stale copy must not act as if it had
+// removed it again (say, announce the teardown twice).
+func Remove(ctx context.Context, c client.Client, obj client.Object, name string) (removed bool, err error) {
 	orig := obj.DeepCopyObject().(client.Object)
 	if !controllerutil.RemoveFinalizer(obj, name) {
-		return nil
+		return false, nil
 	}
-	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer %s: %w", name, err)
+	err = c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("removing finalizer %s: %w", name, err)
 	}
-	return nil
+	return true, nil
 }

@@ -116,8 +116,11 @@ func (r *providerReconciler) cleanup(ctx context.Context, p *banlieuev1.Provider
 	if err := r.applyProviderAccounts(ctx); err != nil {
 		return err
 	}
-	r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")
-	return finalizer.Remove(ctx, r.client, p, banlieuev1.FinalizerProviderWorkload)
+	removed, err := finalizer.Remove(ctx, r.client, p, banlieuev1.FinalizerProviderWorkload)
+	if removed {
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonWorkloadDeleted, "Delete", "workload deleted")
+	}
+	return err
 }
 
 // providersOfClass maps a ProviderClass to every Provider that references it.

@@ -112,7 +112,8 @@ func (r *claimReconciler) release(ctx context.Context, claim *banlieuev1.Virtual
 		return ctrl.Result{RequeueAfter: app.RequeueDefault}, err
 	}
 	if snap.Deleting {
-		return ctrl.Result{}, finalizer.Remove(ctx, r.client, claim, banlieuev1.FinalizerClaimProtection)
+		_, err := finalizer.Remove(ctx, r.client, claim, banlieuev1.FinalizerClaimProtection)
+		return ctrl.Result{}, err
 	}
 	uid := claim.UID
 	if err := r.client.Delete(ctx, claim, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {

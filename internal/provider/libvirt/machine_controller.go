@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -108,7 +107,6 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	ctx, cancel := context.WithTimeout(ctx, machineTimeout)
 	defer cancel()
-	logger := log.FromContext(ctx)
 
 	// The host is reached on deletion too; that is why a Provider cannot go away while its
 	// machines exist.
@@ -123,69 +121,82 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	if !m.DeletionTimestamp.IsZero() {
-		// Teardown is not checked against the Provider: it touches only what the machine's
-		// ownership record proves its own (machine_teardown.go), and a machine whose Provider stopped
-		// granting its pool must still go.
-		c, err := r.connect(ctx, &p)
-		if err != nil {
-			return r.retry(ctx, &m, err)
-		}
-		if err := teardown(ctx, c, &m); err != nil {
-			return r.retry(ctx, &m, err)
-		}
-		r.starts.clear(m.UID)
-		r.announced.forget(announcedKeys(&m)...)
-		hadFinalizer := controllerutil.ContainsFinalizer(&m, infrav1.FinalizerLibvirtMachine)
-		if err := finalizer.Remove(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
-			return ctrl.Result{}, err
-		}
-		if hadFinalizer {
-			// The finalizer's removal is the teardown's last step, done once.
-			r.recorder.Eventf(&m, nil, corev1.EventTypeNormal, banlieuev1.ReasonDomainDestroyed, "Teardown",
-				"domain %s and its volumes removed", m.Spec.DomainName)
-		}
-		logger.Info("domain and volumes removed", "domain", m.Spec.DomainName)
-		return ctrl.Result{}, nil
+		return r.reconcileDelete(ctx, &m, &p)
 	}
+	return r.reconcileNormal(ctx, &m, &p)
+}
+
+// reconcileDelete tears the machine's domain and volumes down, then lets the machine go.
+// Teardown is not checked against the Provider: it touches only what the machine's ownership
+// record proves its own (machine_teardown.go), and a machine whose Provider stopped granting its
+// pool must still go.
+func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider) (ctrl.Result, error) {
+	c, err := r.connect(ctx, p)
+	if err != nil {
+		return r.retry(ctx, m, err)
+	}
+	if err := teardown(ctx, c, m); err != nil {
+		return r.retry(ctx, m, err)
+	}
+	r.starts.clear(m.UID)
+	r.announced.forget(announcedKeys(m)...)
+	removed, err := finalizer.Remove(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if removed {
+		// The finalizer's removal is the teardown's last step, done once: a pass from a cached
+		// copy that still shows the finalizer (a domain event enqueues one at once) finds the
+		// machine gone and announces nothing.
+		r.recorder.Eventf(m, nil, corev1.EventTypeNormal, banlieuev1.ReasonDomainDestroyed, "Teardown",
+			"domain %s and its volumes removed", m.Spec.DomainName)
+	}
+	log.FromContext(ctx).Info("domain and volumes removed", "domain", m.Spec.DomainName)
+	return ctrl.Result{}, nil
+}
+
+// reconcileNormal checks the machine's authority over every host name it uses, then converges
+// the domain and writes the status once.
+func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider) (ctrl.Result, error) {
 	// Every host name of the machine is checked before the first call to the host, connecting
 	// included (authority.go).
 	var images banlieuev1.VMImageList
 	if err := r.Client.List(ctx, &images); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err), ssa.IfUnchanged)
+		return r.retry(ctx, m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err), ssa.IfUnchanged)
 	}
-	if err := checkAuthority(&m, &p, images.Items); err != nil {
-		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+	if err := checkAuthority(m, p, images.Items); err != nil {
+		return r.retry(ctx, m, err, ssa.IfUnchanged)
 	}
 	// Accepted: every status this pass writes records the boot volume (converge's first,
 	// volumeRecord's, before any volume is created), so a later pass grants it whatever the
 	// rows say then.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
-	c, err := r.connect(ctx, &p)
+	c, err := r.connect(ctx, p)
 	if err != nil {
-		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+		return r.retry(ctx, m, err, ssa.IfUnchanged)
 	}
-	if err := finalizer.Ensure(ctx, r.Client, &m, infrav1.FinalizerLibvirtMachine); err != nil {
+	if err := finalizer.Ensure(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The finalizer's patch read the stored status back into m: accepted all the same.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 
-	userData, err := machineUserData(ctx, r.APIReader, &m)
+	userData, err := machineUserData(ctx, r.APIReader, m)
 	if err != nil {
-		return r.retry(ctx, &m, err)
+		return r.retry(ctx, m, err)
 	}
-	obs, err := converge(ctx, c, &m, userData, r.volumeRecord(&m), &r.starts)
+	obs, err := converge(ctx, c, m, userData, r.volumeRecord(m), &r.starts)
 	if err != nil {
-		return r.retry(ctx, &m, err)
+		return r.retry(ctx, m, err)
 	}
-	if err := r.setProviderID(ctx, &m, p.Name, obs); err != nil {
+	if err := r.setProviderID(ctx, m, p.Name, obs); err != nil {
 		return ctrl.Result{}, err
 	}
-	status := succeededStatus(&m, obs)
-	if err := ssa.ApplyStatus(ctx, r.Client, &m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+	status := succeededStatus(m, obs)
+	if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}
-	emitMachineTransitions(r.recorder, &r.announced, &m, &m.Status, &status, obs.power.plan.action)
+	emitMachineTransitions(r.recorder, &r.announced, m, &m.Status, &status, obs.power.plan.action)
 	requeue := machineRequeue(obs, r.Connections.Watching(m.ProviderKey()))
 	// A power-off under way is watched closely, whatever the resync.
 	if w := obs.power.requeue(); w > 0 {
