@@ -31,7 +31,8 @@ cache=${BANLIEUE_CACHE:-$HOME/.cache/banlieue}/cloud-guest
 suite=bookworm
 # No ifupdown: cloud-init renders the network for systemd-networkd.
 packages=(linux-image-cloud-amd64 systemd systemd-sysv udev cloud-init qemu-guest-agent
-  initramfs-tools systemd-boot-efi e2fsprogs iproute2 netbase)
+  initramfs-tools systemd-boot-efi e2fsprogs iproute2 netbase
+  python3-cffi-backend) # provides python3-cryptography's virtual dependencies, which debootstrap cannot resolve
 
 versions=""
 for p in linux-image-cloud-amd64 cloud-init qemu-guest-agent systemd; do
@@ -81,7 +82,14 @@ start=$(date +%s)
 
 echo "cloud-guest: debootstrap $suite from $mirror ($versions)" >&2
 include=$(IFS=,; echo "${packages[*]}")
-debootstrap --variant=minbase --include="$include" --components=main "$suite" "$root" "$mirror" >&2
+# The downloaded packages are kept (--cache-dir), so a rebuild after a change of this script
+# fetches nothing it already has.
+mkdir -p "$cache/debs"
+if ! debootstrap --variant=minbase --include="$include" --components=main --cache-dir="$cache/debs" \
+	"$suite" "$root" "$mirror" >&2; then
+	tail -40 "$root/debootstrap/debootstrap.log" >&2 || true
+	exit 1
+fi
 
 chroot_run() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"; }
 
