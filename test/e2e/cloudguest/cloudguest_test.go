@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
@@ -23,9 +25,9 @@ import (
 // marker is where the user-data's write_files and runcmd leave their traces.
 const marker = "/var/lib/banlieue-e2e/marker"
 
-// objects are what a user declares: the image already on the host (BackingFile), a class small
-// enough for software emulation (NIC-less: a started libvirt network would put a bridge with
-// DHCP on this machine), and user-data whose effects are visible only if cloud-init ran it.
+// objects are what a user declares: the image already on the host (BackingFile), classes small
+// enough for software emulation (one NIC-less, one with a NIC on the suite's isolated bridge and
+// a static address), and user-data whose effects are visible only if cloud-init ran it.
 const objects = `
 apiVersion: banlieue.io/v1alpha1
 kind: VMImage
@@ -55,6 +57,26 @@ spec:
       - name: os
         sizeGiB: 4
         storageClass: standard
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMClass
+metadata:
+  name: cloud-static
+spec:
+  firmware: efi
+  hardware:
+    cpus: 1
+    memoryMiB: 512
+    disks:
+      - name: os
+        sizeGiB: 4
+        storageClass: standard
+  network:
+    interfaces:
+      - name: nic0
+        networkClass: isolated
+        ipam:
+          static: {prefix: 24}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -90,7 +112,23 @@ spec:
   imageRef: {name: debian-12-cloud}
   desiredPowerState: PoweredOn
   migrationPolicy: never
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata:
+  name: static
+spec:
+  classRef: {name: cloud-static}
+  imageRef: {name: debian-12-cloud}
+  desiredPowerState: PoweredOn
+  migrationPolicy: never
+  networkOverrides:
+    - name: nic0
+      static: {address: ` + staticAddress + `, prefix: 24}
 `
+
+// staticAddress is the static VM's address (TEST-NET-1), on the suite's isolated bridge.
+const staticAddress = "192.0.2.10"
 
 // bootTimeout bounds one guest's way from VirtualMachine created to GuestReady=True under
 // software emulation (measured: docs/performance.md), with two guests sharing two cores.
@@ -136,6 +174,41 @@ func TestCloudGuestOnLab(t *testing.T) {
 		if got, err := s.readFile(ctx, dom, marker); err == nil {
 			t.Errorf("%s exists without user-data: %q", marker, got)
 		}
+	})
+	t.Run("networkOverrides: the static address is on nic0, and in status.addresses from the agent", func(t *testing.T) {
+		dom := s.domain(ctx, t, vms[2])
+		var ifaces []struct {
+			Name string `json:"name"`
+			IPs  []struct {
+				Address string `json:"ip-address"`
+				Prefix  int    `json:"prefix"`
+			} `json:"ip-addresses"`
+		}
+		if err := s.agent(ctx, dom, `{"execute":"guest-network-get-interfaces"}`, &ifaces); err != nil {
+			t.Fatalf("guest-network-get-interfaces: %v", err)
+		}
+		found := false
+		for _, i := range ifaces {
+			for _, a := range i.IPs {
+				found = found || (i.Name == "nic0" && a.Address == staticAddress && a.Prefix == 24)
+			}
+		}
+		if !found {
+			t.Errorf("the guest has no %s/24 on nic0: %+v", staticAddress, ifaces)
+		}
+		testenv.Eventually(t, 60*time.Second, "static: status.addresses holds "+staticAddress, func() error {
+			var got banlieuev1.VirtualMachine
+			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &got); err != nil {
+				return testenv.Unmet(false, err.Error())
+			}
+			var m infrav1.LibvirtMachine
+			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &m); err != nil {
+				return testenv.Unmet(false, err.Error())
+			}
+			has := slices.ContainsFunc(got.Status.Addresses, func(a banlieuev1.MachineAddress) bool { return a.Address == staticAddress })
+			return testenv.Unmet(has && m.Status.AddressSource == infrav1.AddressFromGuestAgent,
+				fmt.Sprintf("VM addresses %+v, LibvirtMachine addressSource %q", got.Status.Addresses, m.Status.AddressSource))
+		})
 	})
 }
 

@@ -40,6 +40,7 @@ type suite struct {
 	ns      string // Kubernetes namespace; domain names are <ns>-<vm>
 	pool    string
 	diskVol string // the cloud guest's raw disk
+	bridge  string // the isolated host bridge behind network class "isolated"
 }
 
 func newSuite(t *testing.T) (context.Context, *suite) {
@@ -58,6 +59,8 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	s.ns = "cg-" + run
 	s.pool = "e2e-cloudguest-" + run
 	s.diskVol = "debian-12-cloud-" + run + ".raw"
+	s.bridge = "cgbr" + run
+	isolatedBridge(t, s.bridge)
 	labhost.CreatePool(ctx, t, s.host, lab, s.pool)
 	labhost.UploadRaw(ctx, t, s.host, s.pool, s.diskVol, filepath.Join(imageDir, "cloud.raw"))
 
@@ -77,6 +80,7 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	env.CreateLabNamespace(ctx, t, lab, s.ns, "libvirt-edge-creds", "libvirt-edge-ca")
 	caps := banlieuev1.ProviderCapabilities{
 		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}},
+		NetworkClasses: []banlieuev1.NetworkClassMapping{{Name: "isolated", Target: map[string]string{"bridge": s.bridge}}},
 	}
 	env.Create(ctx, t, lab.Provider(s.ns, "libvirt-edge-host-7", "libvirt-edge-creds", "libvirt-edge-ca", caps))
 	testenv.Eventually(t, 150*time.Second, "Provider Ready with a failure domain", func() error {
@@ -88,6 +92,31 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue && len(p.Status.FailureDomains) == 1, fmt.Sprintf("%+v", p.Status))
 	})
 	return ctx, s
+}
+
+// isolatedBridge creates a host bridge with no address and no uplink, removed when t ends: the
+// guests on it reach nothing but each other, and nothing on this machine changes route. (A
+// libvirt network would be the same once started, but pkg/libvirt does not start networks.)
+func isolatedBridge(t *testing.T, name string) {
+	t.Helper()
+	ip := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := ip("link", "add", "name", name, "type", "bridge"); err != nil {
+		testenv.MissingPrerequisite(t, "creating a host bridge (root and iproute2): "+err.Error())
+	}
+	t.Cleanup(func() {
+		if err := ip("link", "del", name); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := ip("link", "set", name, "up"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // cloudGuest builds (or finds in its cache) the image and returns its directory. A cold build
