@@ -153,6 +153,11 @@ func TestCloudGuestOnLab(t *testing.T) {
 		t.Logf("%s: GuestReady=True %s after the VirtualMachines were created", vm.Name, time.Since(start).Round(time.Second))
 	}
 
+	t.Run("cloud-init finished from the NoCloud seed, without errors", func(t *testing.T) {
+		for _, vm := range vms {
+			s.checkCloudInitResult(ctx, t, s.domain(ctx, t, vm))
+		}
+	})
 	t.Run("user-data: the hostname is the domain name, write_files and runcmd ran", func(t *testing.T) {
 		dom := s.domain(ctx, t, vms[0])
 		if got := s.hostname(ctx, t, dom); got != dom.Name {
@@ -210,6 +215,30 @@ func TestCloudGuestOnLab(t *testing.T) {
 				fmt.Sprintf("VM addresses %+v, LibvirtMachine addressSource %q", got.Status.Addresses, m.Status.AddressSource))
 		})
 	})
+}
+
+// checkCloudInitResult reads cloud-init's own verdict, /run/cloud-init/result.json, written when
+// its final stage ends: the datasource it used and the errors of every stage.
+func (s *suite) checkCloudInitResult(ctx context.Context, t *testing.T, dom libvirt.Domain) {
+	t.Helper()
+	data, err := s.readFile(ctx, dom, "/run/cloud-init/result.json")
+	if err != nil {
+		t.Errorf("%s: reading cloud-init's result: %v", dom.Name, err)
+		return
+	}
+	var r struct {
+		V1 struct {
+			Datasource string   `json:"datasource"`
+			Errors     []string `json:"errors"`
+		} `json:"v1"`
+	}
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		t.Errorf("%s: cloud-init result %q: %v", dom.Name, data, err)
+		return
+	}
+	if !strings.HasPrefix(r.V1.Datasource, "DataSourceNoCloud ") || len(r.V1.Errors) != 0 {
+		t.Errorf("%s: cloud-init used %q with errors %q, want the NoCloud seed and none", dom.Name, r.V1.Datasource, r.V1.Errors)
+	}
 }
 
 func decode(t *testing.T, doc string) client.Object {
