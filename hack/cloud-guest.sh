@@ -88,7 +88,10 @@ include=$(IFS=,; echo "${packages[*]}")
 # The downloaded packages are kept (--cache-dir), so a rebuild after a change of this script
 # fetches nothing it already has.
 mkdir -p "$cache/debs"
-if ! debootstrap --variant=minbase --include="$include" --components=main --cache-dir="$cache/debs" \
+# The keyring is named, so a machine without it fails instead of installing unverified packages.
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+[[ -s $keyring ]] || { echo "cloud-guest: $keyring is missing (debian-archive-keyring)" >&2; exit 1; }
+if ! debootstrap --variant=minbase --keyring="$keyring" --include="$include" --components=main --cache-dir="$cache/debs" \
 	"$suite" "$root" "$mirror" >&2; then
 	tail -40 "$root/debootstrap/debootstrap.log" >&2 || true
 	exit 1
