@@ -35,6 +35,11 @@ fi
 # shellcheck disable=SC1091
 source "$lab_dir/env"
 
+phase "the cloud guest (hack/cloud-guest.sh: debootstrap once, then cached)"
+# Built here rather than inside test/e2e/cloudguest, so a cold build (minutes) is not spent
+# against that package's go test timeout and its time shows on its own.
+hack/cloud-guest.sh | tail -1
+
 phase "go vet"
 go vet ./...
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,5 +136,35 @@ func RemoveDomains(ctx context.Context, host *libvirt.Client, prefix string) {
 			_ = host.DomainDestroy(ctx, d)
 			_ = host.DomainUndefine(ctx, d, libvirt.UndefineManagedSave|libvirt.UndefineNVRAM|libvirt.UndefineTPM)
 		}
+	}
+}
+
+// UploadRaw puts a local file into poolName as a raw volume named name, holes kept as holes.
+func UploadRaw(ctx context.Context, t testing.TB, host *libvirt.Client, poolName, name, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := host.StoragePoolLookupByName(ctx, poolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def strings.Builder
+	def.WriteString("<volume type='file'><name>")
+	_ = xml.EscapeText(&def, []byte(name)) // a strings.Builder never fails a write
+	fmt.Fprintf(&def, "</name><capacity unit='bytes'>%d</capacity><allocation unit='bytes'>0</allocation>"+
+		"<target><format type='raw'/></target></volume>", fi.Size())
+	vol, err := host.StorageVolCreateXML(ctx, pool, def.String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.StorageVolUploadSparse(ctx, vol, f, nil); err != nil {
+		t.Fatalf("uploading %s: %v", name, err)
 	}
 }

@@ -145,28 +145,7 @@ func (s *suite) createPool(ctx context.Context, t *testing.T) {
 // upload puts a local file into the pool as a raw volume, holes kept as holes.
 func (s *suite) upload(ctx context.Context, t *testing.T, name, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }() // read only: closing it loses nothing
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := s.host.StoragePoolLookupByName(ctx, s.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol, err := s.host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(
-		`<volume type='file'><name>%s</name><capacity unit='bytes'>%d</capacity><allocation unit='bytes'>0</allocation>`+
-			`<target><format type='raw'/></target></volume>`, name, fi.Size()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.host.StorageVolUploadSparse(ctx, vol, f, nil); err != nil {
-		t.Fatalf("uploading %s: %v", name, err)
-	}
+	labhost.UploadRaw(ctx, t, s.host, s.pool, name, path)
 }
 
 // provider maps standard to this run's pool and declares vtpm.

@@ -1,0 +1,338 @@
+package cloudguest
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+// marker is where the user-data's write_files and runcmd leave their traces.
+const marker = "/var/lib/banlieue-e2e/marker"
+
+// objects are what a user declares: the image already on the host (BackingFile), classes small
+// enough for software emulation (one NIC-less, one with a NIC on the suite's isolated bridge and
+// a static address), and user-data whose effects are visible only if cloud-init ran it.
+const objects = `
+apiVersion: banlieue.io/v1alpha1
+kind: VMImage
+metadata:
+  name: debian-12-cloud
+spec:
+  osFamily: linux
+  osDistribution: debian
+  osVersion: "12"
+  architecture: amd64
+  guestAgent: cloud-init
+  sources:
+    - providerClass: libvirt
+      kind: BackingFile
+      ref: /images/VOLUME
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMClass
+metadata:
+  name: cloud-small
+spec:
+  firmware: efi
+  hardware:
+    cpus: 1
+    memoryMiB: 512
+    disks:
+      - name: os
+        sizeGiB: 4
+        storageClass: standard
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMClass
+metadata:
+  name: cloud-static
+spec:
+  firmware: efi
+  hardware:
+    cpus: 1
+    memoryMiB: 512
+    disks:
+      - name: os
+        sizeGiB: 4
+        storageClass: standard
+  network:
+    interfaces:
+      - name: nic0
+        networkClass: isolated
+        ipam:
+          static: {prefix: 24}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: with-data-user-data
+data:
+  user-data: |
+    #cloud-config
+    write_files:
+      - path: ` + marker + `
+        content: "written by write_files\n"
+    runcmd:
+      - [sh, -c, 'echo "runcmd on $(hostname)" >>` + marker + `']
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata:
+  name: with-data
+spec:
+  classRef: {name: cloud-small}
+  imageRef: {name: debian-12-cloud}
+  desiredPowerState: PoweredOn
+  migrationPolicy: never
+  userData:
+    configMapRef: {name: with-data-user-data}
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata:
+  name: bare
+spec:
+  classRef: {name: cloud-small}
+  imageRef: {name: debian-12-cloud}
+  desiredPowerState: PoweredOn
+  migrationPolicy: never
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata:
+  name: static
+spec:
+  classRef: {name: cloud-static}
+  imageRef: {name: debian-12-cloud}
+  desiredPowerState: PoweredOn
+  migrationPolicy: never
+  networkOverrides:
+    - name: nic0
+      static: {address: ` + staticAddress + `, prefix: 24}
+`
+
+// staticAddress is the static VM's address (TEST-NET-1), on the suite's isolated bridge.
+const staticAddress = "192.0.2.10"
+
+// bootTimeout bounds one guest's way from VirtualMachine created to GuestReady=True under
+// software emulation (measured: docs/performance.md), with two guests sharing two cores.
+const bootTimeout = 6 * time.Minute
+
+func TestCloudGuestOnLab(t *testing.T) {
+	ctx, s := newSuite(t)
+	var vms []*banlieuev1.VirtualMachine
+	for _, doc := range strings.Split(strings.ReplaceAll(objects, "VOLUME", s.diskVol), "\n---\n") {
+		obj := decode(t, doc)
+		obj.SetNamespace(s.ns)
+		if vm, ok := obj.(*banlieuev1.VirtualMachine); ok {
+			vms = append(vms, vm)
+		}
+		if err := s.env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, vm := range vms {
+		s.waitGuestReady(ctx, t, vm)
+		t.Logf("%s: GuestReady=True %s after the VirtualMachines were created", vm.Name, time.Since(start).Round(time.Second))
+	}
+
+	t.Run("cloud-init finished from the NoCloud seed, without errors", func(t *testing.T) {
+		for _, vm := range vms {
+			s.checkCloudInitResult(ctx, t, s.domain(ctx, t, vm))
+		}
+	})
+	t.Run("user-data: the hostname is the domain name, write_files and runcmd ran", func(t *testing.T) {
+		dom := s.domain(ctx, t, vms[0])
+		if got := s.hostname(ctx, t, dom); got != dom.Name {
+			t.Errorf("guest hostname %q, want the domain name %q", got, dom.Name)
+		}
+		got, err := s.readFile(ctx, dom, marker)
+		if err != nil {
+			t.Fatalf("reading %s through the agent: %v", marker, err)
+		}
+		if want := "written by write_files\nruncmd on " + dom.Name + "\n"; got != want {
+			t.Errorf("%s holds %q, want %q", marker, got, want)
+		}
+	})
+	t.Run("no user-data: the hostname is still the domain name", func(t *testing.T) {
+		dom := s.domain(ctx, t, vms[1])
+		if got := s.hostname(ctx, t, dom); got != dom.Name {
+			t.Errorf("guest hostname %q, want the domain name %q", got, dom.Name)
+		}
+		if got, err := s.readFile(ctx, dom, marker); err == nil {
+			t.Errorf("%s exists without user-data: %q", marker, got)
+		}
+	})
+	t.Run("networkOverrides: the static address is on nic0, and in status.addresses from the agent", func(t *testing.T) {
+		dom := s.domain(ctx, t, vms[2])
+		var ifaces []struct {
+			Name string `json:"name"`
+			IPs  []struct {
+				Address string `json:"ip-address"`
+				Prefix  int    `json:"prefix"`
+			} `json:"ip-addresses"`
+		}
+		if err := s.agent(ctx, dom, `{"execute":"guest-network-get-interfaces"}`, &ifaces); err != nil {
+			t.Fatalf("guest-network-get-interfaces: %v", err)
+		}
+		found := false
+		for _, i := range ifaces {
+			for _, a := range i.IPs {
+				found = found || (i.Name == "nic0" && a.Address == staticAddress && a.Prefix == 24)
+			}
+		}
+		if !found {
+			t.Errorf("the guest has no %s/24 on nic0: %+v", staticAddress, ifaces)
+		}
+		testenv.Eventually(t, 60*time.Second, "static: status.addresses holds "+staticAddress, func() error {
+			var got banlieuev1.VirtualMachine
+			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &got); err != nil {
+				return testenv.Unmet(false, err.Error())
+			}
+			var m infrav1.LibvirtMachine
+			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &m); err != nil {
+				return testenv.Unmet(false, err.Error())
+			}
+			has := slices.ContainsFunc(got.Status.Addresses, func(a banlieuev1.MachineAddress) bool { return a.Address == staticAddress })
+			return testenv.Unmet(has && m.Status.AddressSource == infrav1.AddressFromGuestAgent,
+				fmt.Sprintf("VM addresses %+v, LibvirtMachine addressSource %q", got.Status.Addresses, m.Status.AddressSource))
+		})
+	})
+}
+
+// checkCloudInitResult reads cloud-init's own verdict, /run/cloud-init/result.json, written when
+// its final stage ends: the datasource it used and the errors of every stage.
+func (s *suite) checkCloudInitResult(ctx context.Context, t *testing.T, dom libvirt.Domain) {
+	t.Helper()
+	data, err := s.readFile(ctx, dom, "/run/cloud-init/result.json")
+	if err != nil {
+		t.Errorf("%s: reading cloud-init's result: %v", dom.Name, err)
+		return
+	}
+	var r struct {
+		V1 struct {
+			Datasource string   `json:"datasource"`
+			Errors     []string `json:"errors"`
+		} `json:"v1"`
+	}
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		t.Errorf("%s: cloud-init result %q: %v", dom.Name, data, err)
+		return
+	}
+	if !strings.HasPrefix(r.V1.Datasource, "DataSourceNoCloud ") || len(r.V1.Errors) != 0 {
+		t.Errorf("%s: cloud-init used %q with errors %q, want the NoCloud seed and none", dom.Name, r.V1.Datasource, r.V1.Errors)
+	}
+}
+
+func decode(t *testing.T, doc string) client.Object {
+	t.Helper()
+	var head struct{ Kind string }
+	if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+		t.Fatal(err)
+	}
+	var obj client.Object
+	switch head.Kind {
+	case "VMImage":
+		obj = &banlieuev1.VMImage{}
+	case "VMClass":
+		obj = &banlieuev1.VMClass{}
+	case "ConfigMap":
+		obj = &corev1.ConfigMap{}
+	case "VirtualMachine":
+		obj = &banlieuev1.VirtualMachine{}
+	default:
+		t.Fatalf("unexpected kind %q", head.Kind)
+	}
+	if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+		t.Fatalf("%s: %v", head.Kind, err)
+	}
+	return obj
+}
+
+// waitGuestReady waits for GuestReady=True on the VirtualMachine: the provider read
+// `installed` from /run/banlieue/phase through the real agent, which the image writes once
+// cloud-init's final stage is over.
+func (s *suite) waitGuestReady(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
+	t.Helper()
+	testenv.Eventually(t, bootTimeout, vm.Name+" GuestReady=True", func() error {
+		var got banlieuev1.VirtualMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+			return testenv.Unmet(false, err.Error())
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionGuestReady)
+		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
+	})
+}
+
+func (s *suite) domain(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) libvirt.Domain {
+	t.Helper()
+	dom, err := s.host.DomainLookupByName(ctx, s.ns+"-"+vm.Name)
+	if err != nil {
+		t.Fatalf("domain of %s: %v", vm.Name, err)
+	}
+	return dom
+}
+
+// agent sends one command to the guest agent, with a deadline on both sides.
+func (s *suite) agent(ctx context.Context, dom libvirt.Domain, cmd string, reply any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := s.host.DomainAgentCommand(ctx, dom, cmd, 20)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Return json.RawMessage `json:"return"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return fmt.Errorf("agent reply %q: %w", out, err)
+	}
+	return json.Unmarshal(r.Return, reply)
+}
+
+func (s *suite) hostname(ctx context.Context, t *testing.T, dom libvirt.Domain) string {
+	t.Helper()
+	var r struct {
+		HostName string `json:"host-name"`
+	}
+	if err := s.agent(ctx, dom, `{"execute":"guest-get-host-name"}`, &r); err != nil {
+		t.Fatalf("guest-get-host-name: %v", err)
+	}
+	return r.HostName
+}
+
+// readFile reads a small guest file through the agent.
+func (s *suite) readFile(ctx context.Context, dom libvirt.Domain, path string) (string, error) {
+	var handle int64
+	if err := s.agent(ctx, dom, fmt.Sprintf(`{"execute":"guest-file-open","arguments":{"path":%q,"mode":"r"}}`, path), &handle); err != nil {
+		return "", err
+	}
+	var read struct {
+		Buf string `json:"buf-b64"`
+	}
+	err := s.agent(ctx, dom, fmt.Sprintf(`{"execute":"guest-file-read","arguments":{"handle":%d,"count":4096}}`, handle), &read)
+	var closed struct{}
+	_ = s.agent(context.Background(), dom, fmt.Sprintf(`{"execute":"guest-file-close","arguments":{"handle":%d}}`, handle), &closed)
+	if err != nil {
+		return "", err
+	}
+	data, err := base64.StdEncoding.DecodeString(read.Buf)
+	return string(data), err
+}
