@@ -30,15 +30,14 @@ export LC_ALL=C.UTF-8
 cache=${BANLIEUE_CACHE:-$HOME/.cache/banlieue}/cloud-guest
 suite=bookworm
 # No ifupdown: cloud-init renders the network for systemd-networkd.
-# The kernel is Debian's generic one, not linux-image-cloud-amd64: the cloud kernel has no AHCI
-# driver (CONFIG_SATA_AHCI is not set), and banlieue attaches the NoCloud seed as a SATA CD-ROM,
-# which such a guest never sees (it boots with cloud-init's fallback datasource; ADR-0122).
-packages=(linux-image-amd64 systemd systemd-sysv udev cloud-init qemu-guest-agent
+# The kernel is Debian's cloud one, as in Debian's genericcloud images: it has no AHCI driver, so
+# the guest proves banlieue's seed reaches such images on virtio-scsi (ADR-0122).
+packages=(linux-image-cloud-amd64 systemd systemd-sysv udev cloud-init qemu-guest-agent
   initramfs-tools systemd-boot-efi e2fsprogs iproute2 netbase
   python3-cffi-backend) # provides python3-cryptography's virtual dependencies, which debootstrap cannot resolve
 
 versions=""
-for p in linux-image-amd64 cloud-init qemu-guest-agent systemd; do
+for p in linux-image-cloud-amd64 cloud-init qemu-guest-agent systemd; do
 	v=$(apt-cache show --no-all-versions "$p" 2>/dev/null | awk '/^Version:/ {print $2; exit}')
 	if [[ -z $v ]]; then
 		echo "cloud-guest: apt knows no $p; run apt-get update" >&2
@@ -166,14 +165,9 @@ chroot_run systemctl mask systemd-networkd-wait-online.service apt-daily.timer a
 # qemu-guest-agent is started by udev when its virtio-serial port appears (its unit's own rule).
 
 kver=$(basename "$(ls -d "$root"/lib/modules/*)")
-# Drivers a virtual machine never needs, a third of the kernel's modules.
-for d in sound media gpu net/wireless infiniband staging bluetooth isdn net/ethernet/mellanox; do
-	rm -rf "$root/lib/modules/$kver/kernel/drivers/$d"
-done
-chroot_run depmod "$kver"
 # The initramfs holds only what finds the root (a small one unpacks fast under emulation):
 # the virtio disk drivers and ext4; root=PARTUUID= resolves through udev in initramfs-tools.
-# The rest (AHCI and sr_mod for the seed CD-ROM, virtio_net) loads from the root by udev.
+# The rest (sr_mod and isofs for the seed CD-ROM, virtio_net) loads from the root by udev.
 echo MODULES=list >"$root/etc/initramfs-tools/conf.d/banlieue"
 printf 'virtio_pci\nvirtio_blk\nvirtio_scsi\nsd_mod\next4\n' >>"$root/etc/initramfs-tools/modules"
 chroot_run update-initramfs -u -k all >&2

@@ -9,7 +9,7 @@
 # guest-efi.iso is the same guest as a UEFI-bootable CD (El Torito, no BIOS boot record), for the
 # installMedia shape; the same directory holds vmlinuz and initrd.img for direct kernel boot.
 #
-# The initramfs /init (busybox) loads ahci/sr_mod/isofs (banlieue's cdroms are SATA), the virtio
+# The initramfs /init (busybox) loads ahci/virtio_scsi/sr_mod/isofs (install media is SATA, the seed virtio-scsi), the virtio
 # drivers, tpm_crb/tpm_tis, mounts the NoCloud seed (the cdrom holding meta-data) and writes a
 # report, then repeats it on the serial console (ttyS0) every 2 s forever, so a reader that
 # attaches late still gets a whole copy:
@@ -87,7 +87,7 @@ initrd=$work/initrd
 mkdir -p "$initrd"/{bin,dev,proc,sys,run,mnt,tmp,lib/modules/"$kver"}
 cp "$busybox" "$initrd/bin/busybox"
 ln -s busybox "$initrd/bin/sh"
-modules="ahci sr_mod sd_mod isofs virtio_pci virtio_blk virtio_console virtio_net tpm_crb tpm_tis button evdev"
+modules="ahci virtio_scsi sr_mod sd_mod isofs virtio_pci virtio_blk virtio_console virtio_net tpm_crb tpm_tis button evdev"
 moddir=$root/lib/modules/$kver
 for m in $modules; do
 	line=$(grep -E "/$m\.ko[^:/]*:" "$moddir/modules.dep" || true)
@@ -134,7 +134,7 @@ for m in $modules; do modprobe \$m 2>/dev/null; done
 r=/run/banlieue/report
 mkdir -p /run/banlieue
 n=0
-# The seed is the cdrom whose root holds meta-data; wait up to 15 s for the SATA cdroms.
+# The seed is the cdrom whose root holds meta-data; wait up to 15 s for the cdroms.
 seed=none
 while [ \$n -lt 150 ]; do
 	for d in /dev/sr*; do

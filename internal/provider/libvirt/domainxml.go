@@ -106,7 +106,10 @@ func renderDomain(in domainInputs) (string, error) {
 			Emulator: &libvirtxml.DomainTPMBackendEmulator{Version: "2.0"}}}}
 	}
 	zero := uint(0)
-	dev.Controllers = []libvirtxml.DomainController{{Type: "virtio-serial", Index: &zero}}
+	// virtio-scsi holds the seed (cdrom) and every disk on bus scsi; without the explicit model
+	// libvirt would add a controller of its own choosing (an LSI one, which cloud kernels lack).
+	dev.Controllers = []libvirtxml.DomainController{{Type: "virtio-serial", Index: &zero},
+		{Type: "scsi", Model: "virtio-scsi", Index: &zero}}
 	dev.Channels = []libvirtxml.DomainChannel{{
 		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{}},
 		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: guestAgentChannel}},
@@ -177,21 +180,24 @@ func renderDisks(s *infrav1.LibvirtMachineSpec, in domainInputs) ([]libvirtxml.D
 	}
 	// CD-ROMs share the sd namespace with scsi and sata disks, so their letters follow those.
 	if s.BootSource.Kind == infrav1.BootInstallMedia {
-		disks = append(disks, cdrom("sd"+driveLetters(sd), in.installMedia))
+		disks = append(disks, cdrom("sd"+driveLetters(sd), "sata", in.installMedia))
 		sd++
 	}
 	if in.seed != "" {
-		disks = append(disks, cdrom("sd"+driveLetters(sd), in.seed))
+		disks = append(disks, cdrom("sd"+driveLetters(sd), "scsi", in.seed))
 	}
 	return disks, nil
 }
 
-// cdrom is a read-only SATA CD-ROM; an empty path is an empty tray.
-func cdrom(target, path string) libvirtxml.DomainDisk {
+// cdrom is a read-only CD-ROM on bus; an empty path is an empty tray. Install media is SATA,
+// which every firmware and installer reads. The NoCloud seed is on the virtio-scsi controller:
+// cloud kernels (Debian's linux-image-cloud-amd64, so its genericcloud images) have no AHCI
+// driver and would never see a SATA seed, while every Linux cloud image carries virtio-scsi.
+func cdrom(target, bus, path string) libvirtxml.DomainDisk {
 	d := libvirtxml.DomainDisk{
 		Device:   "cdrom",
 		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
-		Target:   &libvirtxml.DomainDiskTarget{Dev: target, Bus: "sata"},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: target, Bus: bus},
 		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 	}
 	if path != "" {
@@ -209,7 +215,7 @@ func ejectedInstallerXML(s *infrav1.LibvirtMachineSpec) (string, error) {
 			sd++
 		}
 	}
-	d := cdrom("sd"+driveLetters(sd), "")
+	d := cdrom("sd"+driveLetters(sd), "sata", "")
 	return d.Marshal()
 }
 

@@ -93,10 +93,16 @@ func TestRenderDomainBackingVolume(t *testing.T) {
 	}
 	want := []diskView{
 		{"disk", "vda", "virtio", "qcow2", "/pool/banlieue-system-web-01-os.qcow2"},
-		{"cdrom", "sda", "sata", "raw", "/pool/banlieue-system-web-01-cidata.iso"},
+		{"cdrom", "sda", "scsi", "raw", "/pool/banlieue-system-web-01-cidata.iso"},
 	}
 	if got := disksOf(d); !slices.Equal(got, want) {
 		t.Errorf("disks:\n got %+v\nwant %+v", got, want)
+	}
+	// The seed's bus is virtio-scsi, named, so a cloud kernel without AHCI or LSI drivers sees it.
+	if !slices.ContainsFunc(d.Devices.Controllers, func(c libvirtxml.DomainController) bool {
+		return c.Type == "scsi" && c.Model == "virtio-scsi" && c.Index != nil && *c.Index == 0
+	}) {
+		t.Errorf("no virtio-scsi controller 0 for the seed: %+v", d.Devices.Controllers)
 	}
 	if len(d.Devices.TPMs) != 0 {
 		t.Errorf("no TPM unless tpmEnabled")
@@ -147,7 +153,7 @@ func TestRenderDomainInstallMediaSecureTPM(t *testing.T) {
 		{"disk", "vda", "virtio", "qcow2", "/p/os.qcow2"},
 		{"disk", "sda", "sata", "qcow2", "/p/data.qcow2"},
 		{"cdrom", "sdb", "sata", "raw", "/p/installer.iso"},
-		{"cdrom", "sdc", "sata", "raw", "/p/seed.iso"},
+		{"cdrom", "sdc", "scsi", "raw", "/p/seed.iso"},
 	}
 	if got := disksOf(d); !slices.Equal(got, want) {
 		t.Errorf("disks:\n got %+v\nwant %+v", got, want)

@@ -25,7 +25,7 @@ import (
 
 // machineDomainIndex indexes LibvirtMachines by "<provider namespace>/<provider name>/<domain
 // name>", the key a host's event maps to.
-const machineDomainIndex = "banlieue.io/provider-domain"
+const machineDomainIndex = "spec.providerRef+spec.domainName"
 
 func domainIndexKey(provider types.NamespacedName, domain string) string {
 	return provider.String() + "/" + domain

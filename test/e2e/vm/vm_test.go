@@ -249,9 +249,9 @@ func (s *suite) checkDomainXML(t *testing.T, def *libvirtxml.Domain, domName str
 	}
 	wantDisks := []string{fmt.Sprintf("disk:qcow2:vda/virtio:%s-os.qcow2", domName)}
 	if want.shape == infrav1.BootInstallMedia {
-		wantDisks = append(wantDisks, "cdrom:raw:sda/sata:"+s.isoVol+",ro", fmt.Sprintf("cdrom:raw:sdb/sata:%s-cidata.iso,ro", domName))
+		wantDisks = append(wantDisks, "cdrom:raw:sda/sata:"+s.isoVol+",ro", fmt.Sprintf("cdrom:raw:sdb/scsi:%s-cidata.iso,ro", domName))
 	} else {
-		wantDisks = append(wantDisks, fmt.Sprintf("cdrom:raw:sda/sata:%s-cidata.iso,ro", domName))
+		wantDisks = append(wantDisks, fmt.Sprintf("cdrom:raw:sda/scsi:%s-cidata.iso,ro", domName))
 	}
 	ejected := slices.Clone(wantDisks)
 	if want.shape == infrav1.BootInstallMedia {
