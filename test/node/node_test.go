@@ -15,11 +15,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,13 +212,10 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 		_ = n.cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
 	})
 
-	// No kube-proxy yet, so the kubernetes Service's ClusterIP leads nowhere: the pod shares the
-	// host's network and is pointed at the API server's own address. envtest's kube-apiserver
-	// runs without the ServiceAccount admission plugin, so the pod spells out the volume that
-	// plugin would add: the kubelet still requests the token and mounts the cluster CA.
-	host, port := apiServerHostPort(t, n.config)
-	health := testenv.FreePort(t)
-	metrics := testenv.FreePort(t)
+	// Nothing here points the pod at the API server or mounts its token: as in a user's cluster,
+	// the ServiceAccount admission plugin adds the token volume, the kubelet sets
+	// KUBERNETES_SERVICE_HOST to the kubernetes Service's ClusterIP and kube-proxy forwards it
+	// to the API server's advertised address, so rest.InClusterConfig is all the role uses.
 	labels := map[string]string{"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "controller"}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-controller", Namespace: ns},
@@ -231,22 +226,15 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: restricted(corev1.PodSpec{
 					ServiceAccountName: sa,
-					HostNetwork:        true,
-					Volumes:            []corev1.Volume{serviceAccountVolume()},
 					Containers: []corev1.Container{{
 						Name:  "controller",
 						Image: image,
-						Args: []string{"controller", "--no-leader-elect", "--log-format=json",
-							"--health-port=" + strconv.Itoa(health), "--metrics-port=" + strconv.Itoa(metrics), "--metrics-secure=false"},
-						Env: []corev1.EnvVar{
-							{Name: "KUBERNETES_SERVICE_HOST", Value: host},
-							{Name: "KUBERNETES_SERVICE_PORT", Value: port},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+						Args:  []string{"controller", "--no-leader-elect", "--log-format=json", "--metrics-secure=false"},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(health)}},
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
 							PeriodSeconds: 2,
 						},
+						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: 8081}},
 					}},
 				}),
 			},
@@ -266,12 +254,19 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("listing the controller's pods: %v (%d pods)", err, len(pods.Items))
 	}
-	if got := pods.Items[0].Spec.NodeName; got != n.name {
+	pod := pods.Items[0]
+	if got := pod.Spec.NodeName; got != n.name {
 		t.Fatalf("controller pod runs on %q, want the real node %q", got, n.name)
+	}
+	if pod.Spec.HostNetwork || pod.Status.PodIP == pod.Status.HostIP {
+		t.Fatalf("controller pod %s shares the host's network (pod IP %s, host IP %s): the test must go through the pod network", pod.Name, pod.Status.PodIP, pod.Status.HostIP)
+	}
+	if !mountsServiceAccountToken(pod.Spec.Containers[0]) {
+		t.Fatalf("controller pod has no ServiceAccount token mount (the ServiceAccount admission plugin is off?): %+v", pod.Spec.Containers[0].VolumeMounts)
 	}
 	// Ready alone could pass before the role ever reached the API server: its workers start only
 	// once its caches synced, under the ServiceAccount token the kubelet mounted.
-	if logs := containerLog(t, n, &pods.Items[0], "controller"); !strings.Contains(logs, `"msg":"Starting workers"`) {
+	if logs := containerLog(t, n, &pod, "controller"); !strings.Contains(logs, `"msg":"Starting workers"`) {
 		t.Fatalf("the controller pod never started its workers; its log:\n%s", logs)
 	}
 }
@@ -325,27 +320,13 @@ func installedClusterRole(t *testing.T, n node, path string) string {
 	return role.Name
 }
 
-// serviceAccountVolume is the projected volume the ServiceAccount admission plugin adds to pods.
-func serviceAccountVolume() corev1.Volume {
-	return corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		Sources: []corev1.VolumeProjection{
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
-			{ConfigMap: &corev1.ConfigMapProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-				Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
-			}},
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
-				{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}},
-			}}},
-		},
-	}}}
-}
-
-func apiServerHostPort(t *testing.T, config *rest.Config) (string, string) {
-	t.Helper()
-	u, err := url.Parse(config.Host)
-	if err != nil {
-		t.Fatalf("parsing the API server address %q: %v", config.Host, err)
+// mountsServiceAccountToken reports whether c mounts the token volume the ServiceAccount
+// admission plugin adds, where rest.InClusterConfig reads it.
+func mountsServiceAccountToken(c corev1.Container) bool {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && strings.HasPrefix(m.Name, "kube-api-access-") {
+			return true
+		}
 	}
-	return u.Hostname(), u.Port()
+	return false
 }
