@@ -197,7 +197,7 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 	if _, err := n.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ServiceAccount: %v", err)
 	}
-	role := installedClusterRole(t, n, "config/rbac/controller/role.yaml")
+	role := installedClusterRole(t, n, "config/rbac/controller/role.yaml", ns)
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-controller"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
@@ -302,21 +302,21 @@ func podStates(ctx context.Context, n node, ns string) string {
 	return b.String()
 }
 
-// installedClusterRole creates (or keeps) the ClusterRole the repository installs from path and
-// returns its name.
-func installedClusterRole(t *testing.T, n node, path string) string {
+// installedClusterRole creates the ClusterRole the repository installs from path, under a name
+// of the test's own (suffix: namespace ns) so that it never collides with an install's
+// (TestHelmInstallOnTheRealNode), deletes it at the end and returns its name.
+func installedClusterRole(t *testing.T, n node, path, ns string) string {
 	t.Helper()
 	role, _ := testenv.GeneratedRoles(t, path)
-	existing, err := n.cs.RbacV1().ClusterRoles().Get(t.Context(), role.Name, metav1.GetOptions{})
-	if err == nil {
-		existing.Rules = role.Rules
-		_, err = n.cs.RbacV1().ClusterRoles().Update(t.Context(), existing, metav1.UpdateOptions{})
-	} else {
-		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{})
-	}
-	if err != nil {
+	role.Name += "-" + ns
+	if _, err := n.cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("installing ClusterRole %s: %v", role.Name, err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.cs.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
 	return role.Name
 }
 
