@@ -67,9 +67,9 @@ func run(kubeconfig, crds string, advertise net.IP) error {
 	apiServer := &envtest.APIServer{CertDir: certDir}
 	// Clients on this machine keep using loopback (the kubeconfig); envtest uses the CA we set
 	// because it mints none when the certificate directory already holds one.
-	apiServer.SecureServing.Address = "127.0.0.1"
-	apiServer.SecureServing.Port = strconv.Itoa(port)
-	apiServer.SecureServing.CA = ca
+	apiServer.Address = "127.0.0.1"
+	apiServer.Port = strconv.Itoa(port)
+	apiServer.CA = ca
 	args := apiServer.Configure()
 	args.Set("bind-address", "0.0.0.0")
 	args.Set("advertise-address", advertise.String())

@@ -165,6 +165,7 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 // and CRDs.
 func (n node) client(t *testing.T) client.Client {
 	t.Helper()
+	testenv.SetLogger(t)
 	scheme := app.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

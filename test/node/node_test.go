@@ -265,10 +265,12 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 		t.Fatalf("controller pod has no ServiceAccount token mount (the ServiceAccount admission plugin is off?): %+v", pod.Spec.Containers[0].VolumeMounts)
 	}
 	// Ready alone could pass before the role ever reached the API server: its workers start only
-	// once its caches synced, under the ServiceAccount token the kubelet mounted.
-	if logs := containerLog(t, n, &pod, "controller"); !strings.Contains(logs, `"msg":"Starting workers"`) {
-		t.Fatalf("the controller pod never started its workers; its log:\n%s", logs)
-	}
+	// once its caches synced, under the ServiceAccount token the kubelet mounted (which may be a
+	// moment after the readiness probe first passes).
+	testenv.Eventually(t, time.Minute, "the controller pod's workers started", func() error {
+		logs := containerLog(t, n, &pod, "controller")
+		return testenv.Unmet(strings.Contains(logs, `"msg":"Starting workers"`), "its log:\n"+logs)
+	})
 }
 
 // containerLog returns the text a container wrote to stdout and stderr, from the CRI log file the
