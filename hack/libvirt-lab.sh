@@ -16,8 +16,8 @@
 #                     same state; tests use it after killing the daemon mid-call.
 #   status            exit 0 when libvirtd answers on the TLS port.
 #   pki               only create DIR/pki (as start does; kept when present).
-#   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does), for
-#                     TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
+#   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does, but
+#                     listening on 127.0.0.1 only), for TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
 #                     pki and daemon-config for the libvirtds it runs in other Debian releases.
 #
 # Contract other tests rely on (do not rename):
@@ -369,6 +369,8 @@ daemon-config)
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
 	PORT=${BANLIEUE_LIBVIRT_PORT:-$PORT}
+	# The matrix's daemons serve only tests on this machine, never the node's pods.
+	LISTEN_ADDR=$ADDR
 	write_daemon_config
 	;;
 *)
