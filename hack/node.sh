@@ -185,6 +185,18 @@ imageGCLowThresholdPercent: 99
 # This sandbox forbids a negative oom_score_adj for the kubelet itself too.
 oomScoreAdj: 0
 clusterDomain: cluster.local
+# The API server's kubelet client certificate (kubectl logs, exec) is signed by the cluster CA
+# (hack/labcluster); anonymous requests stay refused, and webhook authorization asks the API
+# server about every caller.
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $dir/ca.crt
+authorization:
+  mode: Webhook
 YAML
   mkdir -p "$dir/kube-proxy"
   cat >"$dir/kube-proxy/config.yaml" <<YAML

@@ -17,7 +17,9 @@ import (
 
 // servingCerts writes, into envtest's certificate directory, what envtest would otherwise mint
 // itself: the API server's serving certificate and key (apiserver.crt, apiserver.key) and the
-// ServiceAccount token signing pair (sa-signer.key, sa-signer.crt). envtest's serving
+// ServiceAccount token signing pair (sa-signer.key, sa-signer.crt); and the API server's client
+// certificate for kubelets (kubelet-client.crt, kubelet-client.key: `kubectl logs`, `exec`),
+// signed by the same CA, which hack/node.sh gives the kubelet as its client CA. envtest's serving
 // certificate names only the loopback address it listens on; a pod reaches the API server
 // through the kubernetes Service's ClusterIP (kube-proxy forwards it to the advertised
 // address), so the certificate must name both, and the in-cluster DNS names. It returns the CA
@@ -66,6 +68,26 @@ func servingCerts(dir string, ips []net.IP) ([]byte, error) {
 		return nil, fmt.Errorf("creating the serving certificate: %w", err)
 	}
 
+	// The kubelet authenticates it by this CA and asks the API server (webhook authorization)
+	// whether system:masters may read logs: it may. The API server itself does not accept it: its
+	// --client-ca-file is envtest's, another CA.
+	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientTemplate := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	clientDER, err := x509.CreateCertificate(rand.Reader, clientTemplate, ca, &clientKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("creating the kubelet client certificate: %w", err)
+	}
+
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -76,13 +98,17 @@ func servingCerts(dir string, ips []net.IP) ([]byte, error) {
 	}
 
 	files := map[string][]byte{
-		"apiserver.crt": pemBlock("CERTIFICATE", der),
-		"sa-signer.crt": pemBlock("PUBLIC KEY", saPublic),
+		"apiserver.crt":      pemBlock("CERTIFICATE", der),
+		"sa-signer.crt":      pemBlock("PUBLIC KEY", saPublic),
+		"kubelet-client.crt": pemBlock("CERTIFICATE", clientDER),
 	}
 	if files["apiserver.key"], err = keyPEM(key); err != nil {
 		return nil, err
 	}
 	if files["sa-signer.key"], err = keyPEM(saKey); err != nil {
+		return nil, err
+	}
+	if files["kubelet-client.key"], err = keyPEM(clientKey); err != nil {
 		return nil, err
 	}
 	for name, data := range files {

@@ -74,6 +74,11 @@ func run(kubeconfig, crds string, advertise net.IP) error {
 	args.Set("bind-address", "0.0.0.0")
 	args.Set("advertise-address", advertise.String())
 	args.Set("service-cluster-ip-range", serviceIPRange)
+	// kubectl logs and exec: the API server reaches the kubelet at the Node's InternalIP (its name
+	// resolves nowhere) with a client certificate the kubelet trusts.
+	args.Set("kubelet-client-certificate", filepath.Join(certDir, "kubelet-client.crt"))
+	args.Set("kubelet-client-key", filepath.Join(certDir, "kubelet-client.key"))
+	args.Set("kubelet-preferred-address-types", "InternalIP")
 	// envtest disables the ServiceAccount admission plugin (no controller creates the default
 	// ServiceAccount there); here kube-controller-manager does, and pods need their token volume.
 	args.Disable("disable-admission-plugins")

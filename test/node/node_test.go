@@ -176,8 +176,7 @@ func TestVersionPodSucceedsOnTheRealNode(t *testing.T) {
 	if got.Status.PodIP == "" {
 		t.Fatal("pod has no IP: the CNI bridge did not give it one")
 	}
-	// The kubelet wrote the container's stdout where it keeps pod logs (hack/node.sh's podLogsDir).
-	// Not through the API server yet: envtest's kube-apiserver has no kubelet client credentials.
+	// Read as `kubectl logs` does: through the API server and the kubelet.
 	logs := containerLog(t, n, got, "banlieue")
 	if !strings.HasPrefix(logs, "banlieue ") {
 		t.Fatalf("banlieue version printed %q, want it to start with \"banlieue \"", logs)
@@ -273,23 +272,17 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 	})
 }
 
-// containerLog returns the text a container wrote to stdout and stderr, from the CRI log file the
-// kubelet keeps ("<time> <stream> <tag> <text>" per line).
+// containerLog returns what a container wrote to stdout and stderr, through the API server as
+// `kubectl logs` reads it (the API server reaches the kubelet with its client certificate).
 func containerLog(t *testing.T, n node, pod *corev1.Pod, container string) string {
 	t.Helper()
-	path := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container, "0.log")
-	data, err := os.ReadFile(path)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	data, err := n.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 	if err != nil {
-		t.Fatalf("reading the kubelet's log of %s/%s: %v", pod.Name, container, err)
+		t.Fatalf("kubectl logs %s -c %s: %v", pod.Name, container, err)
 	}
-	var text strings.Builder
-	for line := range strings.Lines(string(data)) {
-		fields := strings.SplitN(line, " ", 4)
-		if len(fields) == 4 {
-			text.WriteString(fields[3])
-		}
-	}
-	return strings.TrimSpace(text.String())
+	return strings.TrimSpace(string(data))
 }
 
 func podStates(ctx context.Context, n node, ns string) string {
