@@ -335,6 +335,27 @@ status() {
   fi
 }
 
+# remove_kubelet_chains removes the iptables chains the kubelet itself creates (KUBE-FIREWALL,
+# which drops non-local traffic to 127.0.0.0/8, and its canaries), in both address families;
+# kube-proxy --cleanup leaves them. Only KUBE-* chains: libvirt's and the machine's stay.
+remove_kubelet_chains() {
+  local cmd table chain rule
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$cmd" -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+        # Every jump into the chain, from any chain, then the chain itself.
+        "$cmd" -t "$table" -S 2>/dev/null | grep -- "-j $chain\b" | sed 's/^-A /-D /' | while read -r rule; do
+          eval "\"$cmd\" -t \"$table\" $rule" 2>/dev/null || true
+        done || true
+        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
+        "$cmd" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
 # remove_cgroups removes the kubelet's kubepods hierarchy, deepest first, in every v1 hierarchy.
 remove_cgroups() {
   local h
@@ -353,6 +374,7 @@ down() {
     "$assets/kube-proxy" --cleanup --config "$dir/kube-proxy/config.yaml" >"$dir/kube-proxy-cleanup.log" 2>&1 || true
   fi
   stop kubelet
+  remove_kubelet_chains
   if running "$dir/containerd.pid"; then
     # The pods' containers outlive the kubelet; end them through containerd, then drop them.
     local ids
@@ -381,7 +403,8 @@ down() {
   for name in kube-scheduler kube-controller-manager; do stop "$name"; done
   # The kubelet bind-mounts its root and the volumes; containerd pins network namespaces and
   # rootfs mounts: everything mounted under our directory, deepest first.
-  findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  # (Nothing mounted is no failure: a second down must succeed too.)
+  { findmnt -rn -o TARGET | grep -F "$dir/" || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   remove_cgroups
   if [[ -e "$dir/bridge-created" ]]; then
     ip link delete "$bridge" 2>/dev/null || true
