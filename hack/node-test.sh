@@ -11,6 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
+# Run under `flock` (the test lock), the control plane must not inherit the lock's descriptor
+# either (hack/node.sh closes them for the node's daemons). 255 is bash's own script fd.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
+
 node_dir="${BANLIEUE_NODE_DIR:-/var/tmp/banlieue-node}"
 libvirt_lab="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
 plane="$(mktemp -d /var/tmp/banlieue-node-plane.XXXXXX)"
