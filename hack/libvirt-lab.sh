@@ -1,6 +1,8 @@
 #!/bin/bash
-# hack/libvirt-lab.sh — a throw-away libvirtd speaking mutual TLS on 127.0.0.1:16514,
-# for banlieue's integration tests (no systemd, no KVM needed).
+# hack/libvirt-lab.sh — a throw-away libvirtd speaking mutual TLS on port 16514, for banlieue's
+# integration tests (no systemd, no KVM needed). Clients on this machine dial 127.0.0.1; pods of
+# the lab's real node (hack/node.sh) dial 10.244.0.1, the node's bridge, so the daemon listens on
+# every address (TLS with a client certificate of the lab's CA is still required).
 #
 # Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki|daemon-config [DIR]
 #        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
@@ -14,19 +16,20 @@
 #                     same state; tests use it after killing the daemon mid-call.
 #   status            exit 0 when libvirtd answers on the TLS port.
 #   pki               only create DIR/pki (as start does; kept when present).
-#   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does), for
-#                     TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
+#   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does, but
+#                     listening on 127.0.0.1 only), for TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
 #                     pki and daemon-config for the libvirtds it runs in other Debian releases.
 #
 # Contract other tests rely on (do not rename):
 #   DIR/env            shell `export` lines: BANLIEUE_LIBVIRT_LAB=DIR,
 #                      BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://127.0.0.1/system,
-#                      BANLIEUE_LIBVIRT_PKI=DIR/pki
+#                      BANLIEUE_LIBVIRT_PKI=DIR/pki,
+#                      BANLIEUE_LIBVIRT_POD_ENDPOINT=qemu+tls://10.244.0.1/system (from pods)
 #   DIR/pki/cacert.pem, clientcert.pem, clientkey.pem   the CA and a client it trusts
 #   DIR/pki/untrusted/clientcert.pem, clientkey.pem     a client signed by another CA
 #   DIR/pki/other-ca/cacert.pem                         a CA unrelated to the server
 #   DIR/libvirtd.pid, DIR/virtlogd.pid                  the daemons' PIDs
-#   The server certificate covers 127.0.0.1 and localhost only.
+#   The server certificate covers 127.0.0.1, 10.244.0.1 and localhost only.
 #
 # State: by default the daemons run in a private mount namespace where /etc/libvirt,
 # /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt, /run/libvirt and /var/log/swtpm are
@@ -47,6 +50,10 @@ done
 cmd=${1:-}
 DIR=${2:-${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}}
 ADDR=127.0.0.1
+# hack/node.sh's bridge address (its node IP): where the node's pods reach this machine.
+POD_ADDR=10.244.0.1
+# libvirtd takes one listen address; the pods' bridge may not exist yet when it starts.
+LISTEN_ADDR=0.0.0.0
 PORT=16514
 PACKAGES="libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
           swtpm swtpm-tools ovmf openssl dnsmasq-base iptables"
@@ -94,9 +101,37 @@ make_ca() { # DIR CN
 		-keyout "$1/cakey.pem" -out "$1/cacert.pem" 2>/dev/null
 }
 
+# server_cert_current — the server certificate names every address clients dial.
+server_cert_current() {
+	openssl x509 -in "$DIR/pki/server/servercert.pem" -noout -ext subjectAltName 2>/dev/null |
+		grep -q "IP Address:$POD_ADDR"
+}
+
+# issue_server_cert — the server's key and certificate, signed by the lab CA.
+issue_server_cert() {
+	local pki=$DIR/pki
+	cat >"$pki/server.ext" <<-EOF
+		basicConstraints=critical,CA:FALSE
+		keyUsage=critical,digitalSignature,keyEncipherment
+		extendedKeyUsage=serverAuth
+		subjectAltName=IP:$ADDR,IP:$POD_ADDR,DNS:localhost
+	EOF
+	issue "$pki/server/serverkey.pem" "$pki/server/servercert.pem" "/O=banlieue lab/CN=$ADDR" "$pki/server.ext" "$pki/ca"
+	rm -f "$pki/server.ext" "$pki/ca/cacert.srl"
+	chmod 600 "$pki/server/serverkey.pem"
+}
+
 make_pki() {
 	local pki=$DIR/pki
-	[ -s "$pki/clientkey.pem" ] && [ -s "$pki/server/servercert.pem" ] && return 0
+	if [ -s "$pki/clientkey.pem" ] && [ -s "$pki/server/servercert.pem" ]; then
+		# A PKI from before the pods' address: only the server certificate is re-issued, by the
+		# same CA, so every client credential and CA bundle stays valid.
+		if ! server_cert_current; then
+			say "re-issuing the server certificate for $POD_ADDR"
+			issue_server_cert
+		fi
+		return 0
+	fi
 	say "creating PKI in $pki"
 	rm -rf "$pki"
 	mkdir -p "$pki"/{ca,server,untrusted,other-ca,rogue-ca}
@@ -104,18 +139,12 @@ make_pki() {
 	make_ca "$pki/ca" "banlieue lab CA"
 	make_ca "$pki/rogue-ca" "banlieue lab rogue CA"
 	make_ca "$pki/other-ca" "banlieue lab unrelated CA"
-	cat >"$pki/server.ext" <<-EOF
-		basicConstraints=critical,CA:FALSE
-		keyUsage=critical,digitalSignature,keyEncipherment
-		extendedKeyUsage=serverAuth
-		subjectAltName=IP:$ADDR,DNS:localhost
-	EOF
 	cat >"$pki/client.ext" <<-EOF
 		basicConstraints=critical,CA:FALSE
 		keyUsage=critical,digitalSignature,keyEncipherment
 		extendedKeyUsage=clientAuth
 	EOF
-	issue "$pki/server/serverkey.pem" "$pki/server/servercert.pem" "/O=banlieue lab/CN=$ADDR" "$pki/server.ext" "$pki/ca"
+	issue_server_cert
 	issue "$pki/clientkey.pem" "$pki/clientcert.pem" "/O=banlieue lab/CN=banlieue-test-client" "$pki/client.ext" "$pki/ca"
 	issue "$pki/untrusted/clientkey.pem" "$pki/untrusted/clientcert.pem" "/O=banlieue lab/CN=untrusted-client" "$pki/client.ext" "$pki/rogue-ca"
 	cp "$pki/ca/cacert.pem" "$pki/cacert.pem"
@@ -123,14 +152,14 @@ make_pki() {
 	chmod 600 "$pki"/clientkey.pem "$pki"/*/*key.pem
 }
 
-# write_daemon_config — DIR/conf/libvirtd.conf (mutual TLS on $ADDR:$PORT with DIR/pki, unix
+# write_daemon_config — DIR/conf/libvirtd.conf (mutual TLS on $LISTEN_ADDR:$PORT with DIR/pki, unix
 # sockets root-only) and DIR/conf/virtlogd.conf, both logging into DIR/log.
 write_daemon_config() {
 	mkdir -p "$DIR/conf" "$DIR/log"
 	cat >"$DIR/conf/libvirtd.conf" <<-EOF
 		listen_tls = 1
 		listen_tcp = 0
-		listen_addr = "$ADDR"
+		listen_addr = "$LISTEN_ADDR"
 		tls_port = "$PORT"
 		auth_tls = "none"
 		ca_file = "$DIR/pki/cacert.pem"
@@ -161,6 +190,7 @@ write_config() {
 		export BANLIEUE_LIBVIRT_LAB=$DIR
 		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
 		export BANLIEUE_LIBVIRT_PKI=$DIR/pki
+		export BANLIEUE_LIBVIRT_POD_ENDPOINT=qemu+tls://$POD_ADDR/system
 	EOF
 }
 
@@ -288,7 +318,18 @@ start)
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
 	if running "$DIR/libvirtd.pid" && running "$DIR/virtlogd.pid" && answers; then
-		say "already running (libvirtd pid $(cat "$DIR/libvirtd.pid"))"
+		if server_cert_current && grep -q "listen_addr = \"$LISTEN_ADDR\"" "$DIR/conf/libvirtd.conf"; then
+			say "already running (libvirtd pid $(cat "$DIR/libvirtd.pid"))"
+			exit 0
+		fi
+		# A lab started before the pods' address: new certificate and listen address, then
+		# libvirtd restarted on the same state (its guests keep running, as on a crash restart).
+		say "libvirtd runs with a configuration from before $POD_ADDR; restarting it"
+		make_pki
+		write_config
+		stop_pid libvirtd "$DIR/libvirtd.pid"
+		start_libvirtd
+		say "ready: libvirtd pid $(cat "$DIR/libvirtd.pid"); source $DIR/env"
 		exit 0
 	fi
 	install_packages
@@ -328,6 +369,8 @@ daemon-config)
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
 	PORT=${BANLIEUE_LIBVIRT_PORT:-$PORT}
+	# The matrix's daemons serve only tests on this machine, never the node's pods.
+	LISTEN_ADDR=$ADDR
 	write_daemon_config
 	;;
 *)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The lab's real node: one kubelet with containerd 2 joined to a given API server, plus the
-# kube-controller-manager and kube-scheduler the envtest-style control plane lacks (without them
-# a Deployment gets no pods and no pod gets bound). Run as root on Debian 12.
+# The lab's real node: one kubelet with containerd 2 and kube-proxy joined to a given API server,
+# plus the kube-controller-manager and kube-scheduler the envtest-style control plane lacks
+# (without them a Deployment gets no pods and no pod gets bound). Run as root on Debian 12.
+# kube-proxy makes the kubernetes Service's ClusterIP lead to the API server's advertised
+# address, which must be one pods reach (hack/labcluster advertises the bridge's, 10.244.0.1).
 #
 #   hack/node.sh up [KUBECONFIG]   start what is not running; waits for the Node to be Ready
 #   hack/node.sh status            what runs, and the Node
@@ -21,6 +23,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
+# The node's daemons must not inherit the caller's descriptors: started under `flock` (the test
+# lock), containerd and the kubelet would hold the lock for as long as they live, as
+# hack/libvirt-lab.sh's daemons would. 255 is bash's own script fd.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
+
 dir="${BANLIEUE_NODE_DIR:-/var/tmp/banlieue-node}"
 node_name="${BANLIEUE_NODE_NAME:-banlieue-node}"
 # The pods' bridge; its address is also the node IP (the kubelet refuses a loopback node IP, and
@@ -30,7 +40,7 @@ pod_subnet=10.244.0.0/24
 node_ip=10.244.0.1
 sandbox_image=registry.k8s.io/pause:3.10
 sock="$dir/containerd/containerd.sock"
-components=(containerd kube-controller-manager kube-scheduler kubelet)
+components=(containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 phase_start=0
 phase() { phase_start=$SECONDS; printf '==> %s\n' "$*"; }
@@ -175,6 +185,43 @@ imageGCLowThresholdPercent: 99
 # This sandbox forbids a negative oom_score_adj for the kubelet itself too.
 oomScoreAdj: 0
 clusterDomain: cluster.local
+# The API server's kubelet client certificate (kubectl logs, exec) is signed by the cluster CA
+# (hack/labcluster); anonymous requests stay refused, and webhook authorization asks the API
+# server about every caller.
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $dir/ca.crt
+authorization:
+  mode: Webhook
+YAML
+  mkdir -p "$dir/kube-proxy"
+  cat >"$dir/kube-proxy/config.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $dir/kubeconfig
+hostnameOverride: $node_name
+bindAddress: $node_ip
+mode: iptables
+clusterCIDR: $pod_subnet
+# This sandbox forbids a negative oom_score_adj (kube-proxy asks for -999 by default).
+oomScoreAdj: 0
+# Leave the host's conntrack sysctls as they are: a lab node is no reason to retune the machine.
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+# No NodePort on 127.0.0.1: it would need route_localnet on every interface.
+iptables:
+  localhostNodePorts: false
+nodePortAddresses: [primary]
+# Ports of our own, beside the kubelet's, on loopback.
+healthzBindAddress: 127.0.0.1:10356
+metricsBindAddress: 127.0.0.1:10349
 YAML
 }
 
@@ -250,6 +297,20 @@ up() {
   done
   [[ "$ready" == True ]] || { tail -20 "$dir/kubelet.log"; log "node $node_name not Ready; see $dir/*.log"; exit 1; }
   done_phase
+
+  phase "kube-proxy (iptables): the kubernetes Service's ClusterIP to the API server"
+  start kube-proxy "$assets/kube-proxy" --config "$dir/kube-proxy/config.yaml"
+  # The ClusterIP leads somewhere once kube-proxy has written the Service's rules.
+  local cluster_ip
+  cluster_ip="$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')"
+  for _ in $(seq 60); do
+    iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $cluster_ip/32" && break
+    running "$dir/kube-proxy.pid" || break
+    sleep 0.5
+  done
+  iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $cluster_ip/32" ||
+    { tail -20 "$dir/kube-proxy.log"; log "kube-proxy wrote no rule for $cluster_ip; see $dir/kube-proxy.log"; exit 1; }
+  done_phase
   echo "node $node_name Ready in $((SECONDS - total))s (kubeconfig $dir/kubeconfig)"
 }
 
@@ -274,6 +335,27 @@ status() {
   fi
 }
 
+# remove_kubelet_chains removes the iptables chains the kubelet itself creates (KUBE-FIREWALL,
+# which drops non-local traffic to 127.0.0.0/8, and its canaries), in both address families;
+# kube-proxy --cleanup leaves them. Only KUBE-* chains: libvirt's and the machine's stay.
+remove_kubelet_chains() {
+  local cmd table chain rule
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$cmd" -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+        # Every jump into the chain, from any chain, then the chain itself.
+        "$cmd" -t "$table" -S 2>/dev/null | grep -- "-j $chain\b" | sed 's/^-A /-D /' | while read -r rule; do
+          eval "\"$cmd\" -t \"$table\" $rule" 2>/dev/null || true
+        done || true
+        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
+        "$cmd" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
 # remove_cgroups removes the kubelet's kubepods hierarchy, deepest first, in every v1 hierarchy.
 remove_cgroups() {
   local h
@@ -285,9 +367,15 @@ remove_cgroups() {
 
 down() {
   local name
+  assets="$(hack/node-assets.sh | tail -1)"
+  stop kube-proxy
+  # kube-proxy's own cleanup removes exactly its KUBE-* chains and rules (never libvirt's).
+  if [[ -s "$dir/kube-proxy/config.yaml" ]]; then
+    "$assets/kube-proxy" --cleanup --config "$dir/kube-proxy/config.yaml" >"$dir/kube-proxy-cleanup.log" 2>&1 || true
+  fi
   stop kubelet
+  remove_kubelet_chains
   if running "$dir/containerd.pid"; then
-    assets="$(hack/node-assets.sh | tail -1)"
     # The pods' containers outlive the kubelet; end them through containerd, then drop them.
     local ids
     ids="$(ctr tasks ls -q 2>/dev/null || true)"
@@ -315,7 +403,8 @@ down() {
   for name in kube-scheduler kube-controller-manager; do stop "$name"; done
   # The kubelet bind-mounts its root and the volumes; containerd pins network namespaces and
   # rootfs mounts: everything mounted under our directory, deepest first.
-  findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  # (Nothing mounted is no failure: a second down must succeed too.)
+  { findmnt -rn -o TARGET | grep -F "$dir/" || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   remove_cgroups
   if [[ -e "$dir/bridge-created" ]]; then
     ip link delete "$bridge" 2>/dev/null || true

@@ -15,11 +15,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,8 +176,7 @@ func TestVersionPodSucceedsOnTheRealNode(t *testing.T) {
 	if got.Status.PodIP == "" {
 		t.Fatal("pod has no IP: the CNI bridge did not give it one")
 	}
-	// The kubelet wrote the container's stdout where it keeps pod logs (hack/node.sh's podLogsDir).
-	// Not through the API server yet: envtest's kube-apiserver has no kubelet client credentials.
+	// Read as `kubectl logs` does: through the API server and the kubelet.
 	logs := containerLog(t, n, got, "banlieue")
 	if !strings.HasPrefix(logs, "banlieue ") {
 		t.Fatalf("banlieue version printed %q, want it to start with \"banlieue \"", logs)
@@ -199,7 +196,7 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 	if _, err := n.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ServiceAccount: %v", err)
 	}
-	role := installedClusterRole(t, n, "config/rbac/controller/role.yaml")
+	role := installedClusterRole(t, n, "config/rbac/controller/role.yaml", ns)
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-controller"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
@@ -214,13 +211,10 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 		_ = n.cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
 	})
 
-	// No kube-proxy yet, so the kubernetes Service's ClusterIP leads nowhere: the pod shares the
-	// host's network and is pointed at the API server's own address. envtest's kube-apiserver
-	// runs without the ServiceAccount admission plugin, so the pod spells out the volume that
-	// plugin would add: the kubelet still requests the token and mounts the cluster CA.
-	host, port := apiServerHostPort(t, n.config)
-	health := testenv.FreePort(t)
-	metrics := testenv.FreePort(t)
+	// Nothing here points the pod at the API server or mounts its token: as in a user's cluster,
+	// the ServiceAccount admission plugin adds the token volume, the kubelet sets
+	// KUBERNETES_SERVICE_HOST to the kubernetes Service's ClusterIP and kube-proxy forwards it
+	// to the API server's advertised address, so rest.InClusterConfig is all the role uses.
 	labels := map[string]string{"app.kubernetes.io/name": "banlieue", "app.kubernetes.io/component": "controller"}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-controller", Namespace: ns},
@@ -231,22 +225,15 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: restricted(corev1.PodSpec{
 					ServiceAccountName: sa,
-					HostNetwork:        true,
-					Volumes:            []corev1.Volume{serviceAccountVolume()},
 					Containers: []corev1.Container{{
 						Name:  "controller",
 						Image: image,
-						Args: []string{"controller", "--no-leader-elect", "--log-format=json",
-							"--health-port=" + strconv.Itoa(health), "--metrics-port=" + strconv.Itoa(metrics), "--metrics-secure=false"},
-						Env: []corev1.EnvVar{
-							{Name: "KUBERNETES_SERVICE_HOST", Value: host},
-							{Name: "KUBERNETES_SERVICE_PORT", Value: port},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+						Args:  []string{"controller", "--no-leader-elect", "--log-format=json", "--metrics-secure=false"},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(health)}},
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
 							PeriodSeconds: 2,
 						},
+						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: 8081}},
 					}},
 				}),
 			},
@@ -266,33 +253,36 @@ func TestControllerDeploymentReadyOnTheRealNode(t *testing.T) {
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("listing the controller's pods: %v (%d pods)", err, len(pods.Items))
 	}
-	if got := pods.Items[0].Spec.NodeName; got != n.name {
+	pod := pods.Items[0]
+	if got := pod.Spec.NodeName; got != n.name {
 		t.Fatalf("controller pod runs on %q, want the real node %q", got, n.name)
 	}
-	// Ready alone could pass before the role ever reached the API server: its workers start only
-	// once its caches synced, under the ServiceAccount token the kubelet mounted.
-	if logs := containerLog(t, n, &pods.Items[0], "controller"); !strings.Contains(logs, `"msg":"Starting workers"`) {
-		t.Fatalf("the controller pod never started its workers; its log:\n%s", logs)
+	if pod.Spec.HostNetwork || pod.Status.PodIP == pod.Status.HostIP {
+		t.Fatalf("controller pod %s shares the host's network (pod IP %s, host IP %s): the test must go through the pod network", pod.Name, pod.Status.PodIP, pod.Status.HostIP)
 	}
+	if !mountsServiceAccountToken(pod.Spec.Containers[0]) {
+		t.Fatalf("controller pod has no ServiceAccount token mount (the ServiceAccount admission plugin is off?): %+v", pod.Spec.Containers[0].VolumeMounts)
+	}
+	// Ready alone could pass before the role ever reached the API server: its workers start only
+	// once its caches synced, under the ServiceAccount token the kubelet mounted (which may be a
+	// moment after the readiness probe first passes).
+	testenv.Eventually(t, time.Minute, "the controller pod's workers started", func() error {
+		logs := containerLog(t, n, &pod, "controller")
+		return testenv.Unmet(strings.Contains(logs, `"msg":"Starting workers"`), "its log:\n"+logs)
+	})
 }
 
-// containerLog returns the text a container wrote to stdout and stderr, from the CRI log file the
-// kubelet keeps ("<time> <stream> <tag> <text>" per line).
+// containerLog returns what a container wrote to stdout and stderr, through the API server as
+// `kubectl logs` reads it (the API server reaches the kubelet with its client certificate).
 func containerLog(t *testing.T, n node, pod *corev1.Pod, container string) string {
 	t.Helper()
-	path := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container, "0.log")
-	data, err := os.ReadFile(path)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	data, err := n.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 	if err != nil {
-		t.Fatalf("reading the kubelet's log of %s/%s: %v", pod.Name, container, err)
+		t.Fatalf("kubectl logs %s -c %s: %v", pod.Name, container, err)
 	}
-	var text strings.Builder
-	for line := range strings.Lines(string(data)) {
-		fields := strings.SplitN(line, " ", 4)
-		if len(fields) == 4 {
-			text.WriteString(fields[3])
-		}
-	}
-	return strings.TrimSpace(text.String())
+	return strings.TrimSpace(string(data))
 }
 
 func podStates(ctx context.Context, n node, ns string) string {
@@ -307,45 +297,31 @@ func podStates(ctx context.Context, n node, ns string) string {
 	return b.String()
 }
 
-// installedClusterRole creates (or keeps) the ClusterRole the repository installs from path and
-// returns its name.
-func installedClusterRole(t *testing.T, n node, path string) string {
+// installedClusterRole creates the ClusterRole the repository installs from path, under a name
+// of the test's own (suffix: namespace ns) so that it never collides with an install's
+// (TestHelmInstallOnTheRealNode), deletes it at the end and returns its name.
+func installedClusterRole(t *testing.T, n node, path, ns string) string {
 	t.Helper()
 	role, _ := testenv.GeneratedRoles(t, path)
-	existing, err := n.cs.RbacV1().ClusterRoles().Get(t.Context(), role.Name, metav1.GetOptions{})
-	if err == nil {
-		existing.Rules = role.Rules
-		_, err = n.cs.RbacV1().ClusterRoles().Update(t.Context(), existing, metav1.UpdateOptions{})
-	} else {
-		_, err = n.cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{})
-	}
-	if err != nil {
+	role.Name += "-" + ns
+	if _, err := n.cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("installing ClusterRole %s: %v", role.Name, err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.cs.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
 	return role.Name
 }
 
-// serviceAccountVolume is the projected volume the ServiceAccount admission plugin adds to pods.
-func serviceAccountVolume() corev1.Volume {
-	return corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		Sources: []corev1.VolumeProjection{
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
-			{ConfigMap: &corev1.ConfigMapProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-				Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
-			}},
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
-				{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}},
-			}}},
-		},
-	}}}
-}
-
-func apiServerHostPort(t *testing.T, config *rest.Config) (string, string) {
-	t.Helper()
-	u, err := url.Parse(config.Host)
-	if err != nil {
-		t.Fatalf("parsing the API server address %q: %v", config.Host, err)
+// mountsServiceAccountToken reports whether c mounts the token volume the ServiceAccount
+// admission plugin adds, where rest.InClusterConfig reads it.
+func mountsServiceAccountToken(c corev1.Container) bool {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && strings.HasPrefix(m.Name, "kube-api-access-") {
+			return true
+		}
 	}
-	return u.Hostname(), u.Port()
+	return false
 }
