@@ -80,7 +80,7 @@ binaries() {
 }
 
 install_debian_packages() {
-  local packages=(runc containernetworking-plugins ca-certificates iproute2) missing=() p
+  local packages=(runc containernetworking-plugins ca-certificates iproute2 iptables) missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
