@@ -72,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("imagebuilder: ArtifactsPVC is required")
 	}
 	r.recorder = mgr.GetEventRecorder(recorderName)
-	initBuildMetrics()
+	builds.Init()
 	isBuildJob := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[banlieuev1.LabelComponent] == ComponentBuild
 	})

@@ -55,3 +55,22 @@ func RegistrySeries(t testing.TB, name string) int {
 	}
 	return 0
 }
+
+// RegistryHistogramSum is the sum of all observations of the histogram family name, over its
+// series, in controller-runtime's registry.
+func RegistryHistogramSum(t testing.TB, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return total
+}

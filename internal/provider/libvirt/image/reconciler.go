@@ -77,7 +77,7 @@ type Reconciler struct {
 // after its teardown deleted its overlay, may free the old base it booted from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.recorder = mgr.GetEventRecorder(providerlibvirt.RecorderName)
-	initImportMetrics()
+	imports.Init()
 	b := ctrl.NewControllerManagedBy(mgr).Named("vmimage-libvirt").For(&banlieuev1.VMImage{})
 	if r.WatchJobs {
 		b = b.Owns(&batchv1.Job{})
