@@ -25,7 +25,7 @@ import (
 func TestLibvirtClusterAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
-	env.InstallClusterAPICRDs(t, "clusters")
+	env.InstallClusterAPICRDs(t, testenv.CAPIClusters)
 	env.BindInstalledClusterRole(ctx, t, "config/rbac/controller/role.yaml", controllerUser)
 	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, controllerUser), testenv.ManagerOptions())
 	if err := Setup(mgr, Options{}); err != nil {

@@ -24,7 +24,7 @@ import (
 // data Secret of the Machine's cluster and the Machine is the machine's own (its UID); the
 // machine's deletion takes the grant back. Machines are of Cluster API's own CRD.
 func testBootstrapGrants(ctx context.Context, t *testing.T, env *testenv.Env, admin client.Client) {
-	env.InstallClusterAPICRDs(t, "machines")
+	env.InstallClusterAPICRDs(t, testenv.CAPIMachines)
 	sa := as(t, env.Config, systemNs, workload)
 	secret := func(name string, typ corev1.SecretType) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: name, Labels: map[string]string{capi.LabelClusterName: "c1"}},

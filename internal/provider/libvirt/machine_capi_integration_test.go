@@ -20,6 +20,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -33,7 +34,7 @@ func TestClusterAPIMachineAgainstLabHost(t *testing.T) {
 		return r.SetupWithManager(mgr)
 	})
 	s := &capiSuite{machineSuite: &machineSuite{providerSuite: ps, pool: fmt.Sprintf("capi-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}}
-	s.env.InstallClusterAPICRDs(t, "machines", "clusters")
+	s.env.InstallClusterAPICRDs(t, testenv.CAPIMachines, testenv.CAPIClusters)
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")
 	p.Spec.Capabilities = s.capabilities()
