@@ -103,7 +103,9 @@ func TestLibvirtClusterAgainstAPIServer(t *testing.T) {
 	if err := env.Client.Patch(ctx, cluster, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":true}}`))); err != nil {
 		t.Fatal(err)
 	}
-	got = wait("paused", func(lc *infrav1.LibvirtCluster) bool { return reason(lc, infrav1.ConditionPaused) == infrav1.ReasonPaused })
+	got = wait("paused", func(lc *infrav1.LibvirtCluster) bool {
+		return reason(lc, infrav1.ConditionPaused) == infrav1.ReasonPaused
+	})
 	if err := env.Client.Delete(ctx, &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kvm-2"}}); err != nil {
 		t.Fatal(err)
 	}
