@@ -130,7 +130,7 @@ func (r *MachineReconciler) setDomainName(ctx context.Context, m *infrav1.Libvir
 func (c *capiPass) check(m *infrav1.LibvirtMachine) error {
 	if fd := c.machine.FailureDomain; fd != "" && fd != m.Spec.ProviderRef.Name {
 		return &CAPIError{Reason: infrav1.ReasonFailureDomainMismatch, Err: fmt.Errorf(
-			"Machine %s spec.failureDomain is %q, but spec.providerRef.name is %q: the machine is placed only on its own Provider; give the MachineDeployment a LibvirtMachineTemplate of that Provider",
+			"owner Machine %s: spec.failureDomain is %q, but spec.providerRef.name is %q: the machine is placed only on its own Provider; give the MachineDeployment a LibvirtMachineTemplate of that Provider",
 			c.machine.Name, fd, m.Spec.ProviderRef.Name)}
 	}
 	return nil
@@ -145,17 +145,17 @@ func (c *capiPass) bootstrapData(ctx context.Context, reader client.Reader, m *i
 	name := c.machine.DataSecretName
 	if name == "" {
 		return nil, &CAPIError{Reason: infrav1.ReasonWaitingForBootstrapData, Err: fmt.Errorf(
-			"Machine %s has no spec.bootstrap.dataSecretName yet (its bootstrap provider writes it)", c.machine.Name)}
+			"owner Machine %s has no spec.bootstrap.dataSecretName yet (its bootstrap provider writes it)", c.machine.Name)}
 	}
 	var s corev1.Secret
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, &s); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil, &CAPIError{Reason: infrav1.ReasonWaitingForBootstrapData, Err: fmt.Errorf(
-			"Machine %s spec.bootstrap.dataSecretName: Secret %s/%s is not there or not granted to the provider yet: %w", c.machine.Name, m.Namespace, name, err)}
+			"owner Machine %s spec.bootstrap.dataSecretName: Secret %s/%s is not there or not granted to the provider yet: %w", c.machine.Name, m.Namespace, name, err)}
 	} else if err != nil {
-		return nil, fmt.Errorf("Machine %s spec.bootstrap.dataSecretName: reading Secret %s/%s: %w", c.machine.Name, m.Namespace, name, err)
+		return nil, fmt.Errorf("owner Machine %s spec.bootstrap.dataSecretName: reading Secret %s/%s: %w", c.machine.Name, m.Namespace, name, err)
 	}
 	if err := capi.CheckBootstrapSecret(&s, c.machine.ClusterName); err != nil {
-		return nil, &CAPIError{Reason: infrav1.ReasonBootstrapDataRefused, Err: fmt.Errorf("Machine %s spec.bootstrap.dataSecretName: %w", c.machine.Name, err)}
+		return nil, &CAPIError{Reason: infrav1.ReasonBootstrapDataRefused, Err: fmt.Errorf("owner Machine %s spec.bootstrap.dataSecretName: %w", c.machine.Name, err)}
 	}
 	return s.Data[capi.KeyBootstrapData], nil
 }
