@@ -69,6 +69,15 @@ func testBootstrapGrants(ctx context.Context, t *testing.T, env *testenv.Env, ad
 	testenv.Eventually(t, 30*time.Second, "the provider may get its Machine's bootstrap data Secret", func() error { return get("c1-boot") })
 	testenv.Forbidden(t, "provider reads an Opaque Secret a Machine names", get("c1-opaque"))
 	testenv.Forbidden(t, "provider reads the Secret of a Machine that is not its machine's owner", get("c1-forged"))
+	// The provider's own ClusterRole reads a Machine by name, never lists them.
+	m := &unstructured.Unstructured{}
+	m.SetAPIVersion(capi.Group + "/v1beta2")
+	m.SetKind("Machine")
+	testenv.Allowed(t, "provider gets its machine's Machine", sa.Get(ctx, client.ObjectKey{Namespace: systemNs, Name: "capi-boot"}, m))
+	machines := &unstructured.UnstructuredList{}
+	machines.SetAPIVersion(capi.Group + "/v1beta2")
+	machines.SetKind("MachineList")
+	testenv.Forbidden(t, "provider lists Machines", sa.List(ctx, machines, client.InNamespace(systemNs)))
 
 	if err := admin.Delete(ctx, mine); err != nil {
 		t.Fatal(err)
