@@ -39,7 +39,8 @@ const (
 var roles = []string{"controller", "operator", "imagebuilder"}
 
 var crds = []string{
-	"libvirtmachines.infrastructure.banlieue.io", "providerclasses.banlieue.io", "providers.banlieue.io",
+	"libvirtclusters.infrastructure.banlieue.io", "libvirtmachines.infrastructure.banlieue.io",
+	"libvirtmachinetemplates.infrastructure.banlieue.io", "providerclasses.banlieue.io", "providers.banlieue.io",
 	"virtualmachineclaims.banlieue.io", "virtualmachinepools.banlieue.io", "virtualmachines.banlieue.io",
 	"vmclasses.banlieue.io", "vmimages.banlieue.io",
 }

@@ -46,7 +46,7 @@ func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
 }
 
 // LibvirtMachineSpec is one libvirt domain and its volumes.
-// +kubebuilder:validation:XValidation:rule="self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.domainName) || self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
 	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider sets it after the first
 	// define.
@@ -65,11 +65,14 @@ type LibvirtMachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
 	Pool string `json:"pool"`
-	// domainName of the libvirt domain: <vm-namespace>-<vm-name>.
+	// domainName of the libvirt domain: <vm-namespace>-<vm-name>, as banlieue-controller sets
+	// it. Unset (a machine Cluster API made from a LibvirtMachineTemplate), the provider sets it
+	// once to <namespace>-<name> (docs/adr/0136-cluster-api-machines.md).
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=190
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
-	DomainName string `json:"domainName"`
+	DomainName string `json:"domainName,omitempty"`
 	// bootSource is what the OS disk is made from.
 	BootSource BootSource `json:"bootSource"`
 	// vcpus of the domain.
