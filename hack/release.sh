@@ -4,7 +4,14 @@
 #   install.yaml               config/default rendered with the release's image, the CRDs first
 #   banlieue-<chart>.tgz       charts/banlieue packaged by helm (hack/helm.sh), version <chart>
 #   banlieue-image.tar         the image tarball of hack/image.sh (make image)
-#   SHA256SUMS                 sha256sum of the three; `sha256sum -c SHA256SUMS` verifies them
+#   infrastructure-components.yaml, build-namespace.yaml
+#                              install.yaml split for clusterctl (ADR-0137): clusterctl takes one
+#                              Namespace, banlieue-system, and moves every namespaced object into
+#                              its target namespace; the build namespace banlieue-imagebuild and
+#                              its objects, applied before `clusterctl init`, keep their own
+#   metadata.yaml, cluster-template.yaml
+#                              clusterctl's metadata and cluster template (templates/)
+#   SHA256SUMS                 sha256sum of them all; `sha256sum -c SHA256SUMS` verifies them
 #
 #   hack/release.sh            what `make release` runs
 #
@@ -47,7 +54,8 @@ dist="${DIST:-dist}"
 
 mkdir -p "$dist"
 dist="$(cd "$dist" && pwd)"
-rm -f "$dist"/install.yaml "$dist"/banlieue-*.tgz "$dist"/banlieue-image.tar "$dist"/SHA256SUMS
+rm -f "$dist"/install.yaml "$dist"/banlieue-*.tgz "$dist"/banlieue-image.tar "$dist"/SHA256SUMS \
+  "$dist"/infrastructure-components.yaml "$dist"/build-namespace.yaml "$dist"/metadata.yaml "$dist"/cluster-template.yaml
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -72,6 +80,25 @@ cat "$work/crds.yaml" "$work/rest.yaml" >"$dist/install.yaml"
   die "install.yaml lost documents while putting the CRDs first"
 log "wrote install.yaml ($(grep -c '^kind: ' "$dist/install.yaml") objects, $(grep -c '^kind: CustomResourceDefinition$' "$dist/install.yaml") CRDs)"
 
+# clusterctl's files: install.yaml split at the build namespace (the Namespace object and what
+# lives in it), then the metadata and the cluster template as they are.
+awk -v build="$dist/build-namespace.yaml" -v rest="$dist/infrastructure-components.yaml" '
+  function flush() {
+    if (doc == "") return
+    inbuild = doc ~ /\n  namespace: banlieue-imagebuild\n/ || (doc ~ /(^|\n)kind: Namespace\n/ && doc ~ /\n  name: banlieue-imagebuild\n/)
+    printf "---\n%s", doc >(inbuild ? build : rest); doc = ""
+  }
+  /^---$/ { flush(); next }
+  { doc = doc $0 "\n" }
+  END { flush() }' "$dist/install.yaml"
+[[ "$(grep -c '^kind: Namespace$' "$dist/infrastructure-components.yaml")" == 1 ]] ||
+  die "infrastructure-components.yaml must hold exactly one Namespace for clusterctl"
+[[ "$(cat "$dist/build-namespace.yaml" "$dist/infrastructure-components.yaml" | grep -c '^kind: ')" == "$(grep -c '^kind: ' "$dist/install.yaml")" ]] ||
+  die "splitting install.yaml for clusterctl lost documents"
+cp metadata.yaml "$dist/metadata.yaml"
+cp templates/cluster-template.yaml "$dist/cluster-template.yaml"
+log "wrote infrastructure-components.yaml ($(grep -c '^kind: ' "$dist/infrastructure-components.yaml") objects), build-namespace.yaml, metadata.yaml, cluster-template.yaml"
+
 # The chart: its image defaults to the release's (repository in values, tag = appVersion).
 helm="$(hack/helm.sh | tail -1)"
 cp -r charts/banlieue "$work/banlieue"
@@ -94,6 +121,7 @@ VERSION="$version" IMAGE="$image" hack/image.sh >/dev/null
 cp bin/banlieue-image.tar "$dist/banlieue-image.tar"
 log "wrote banlieue-image.tar ($image)"
 
-(cd "$dist" && sha256sum install.yaml "banlieue-$chart_version.tgz" banlieue-image.tar >SHA256SUMS)
+(cd "$dist" && sha256sum install.yaml "banlieue-$chart_version.tgz" banlieue-image.tar \
+  infrastructure-components.yaml build-namespace.yaml metadata.yaml cluster-template.yaml >SHA256SUMS)
 log "wrote SHA256SUMS into $dist"
 echo "$dist"

@@ -17,6 +17,10 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
+// The LibvirtCluster, Cluster API's InfraCluster (libvirt_cluster.go), and its Cluster (paused).
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 //

@@ -36,6 +36,8 @@ package operator
 // Provider's is granted only while its allowedNamespaces admits it, which the operator decides
 // from the Namespace's labels, read by name (get only: nothing is watched or cached).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// The Cluster API Machine of a LibvirtMachine names its bootstrap data Secret (bootstrap.go).
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get
 //
 // Held to be granted (see above); the operator itself reads no Secret, ConfigMap or Job. The
 // additionalRules are granted only in the build namespace (buildName), so the Jobs are held only

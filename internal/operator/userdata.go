@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -19,6 +20,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/tenancy"
 	"banlieue.io/banlieue/internal/userdata"
 )
@@ -76,7 +78,7 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 	gone := map[string]bool{}
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		if _, seen := nsLabels[m.Namespace]; seen || gone[m.Namespace] || m.Namespace == p.Namespace || m.Spec.UserDataSecretRef == nil {
+		if _, seen := nsLabels[m.Namespace]; seen || gone[m.Namespace] || m.Namespace == p.Namespace || (m.Spec.UserDataSecretRef == nil && capi.OwnerMachine(m) == nil) {
 			continue
 		}
 		var ns corev1.Namespace
@@ -93,6 +95,9 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 	}
 	present := slices.DeleteFunc(machines.Items, func(m infrav1.LibvirtMachine) bool { return gone[m.Namespace] })
 	grants := userDataGrants(p, present, nsLabels)
+	if err := r.bootstrapGrants(ctx, p, present, nsLabels, grants); err != nil {
+		return nil, err
+	}
 	return grants, r.withoutForeignGrants(ctx, p, name, grants)
 }
 
@@ -175,7 +180,16 @@ var userDataRefChanged = predicate.Funcs{
 		old, oldOK := e.ObjectOld.(*infrav1.LibvirtMachine)
 		cur, curOK := e.ObjectNew.(*infrav1.LibvirtMachine)
 		return !oldOK || !curOK || (old.Spec.UserDataSecretRef == nil) != (cur.Spec.UserDataSecretRef == nil) ||
-			old.ProviderKey() != cur.ProviderKey()
+			old.ProviderKey() != cur.ProviderKey() || machineOwnerUID(old) != machineOwnerUID(cur)
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// machineOwnerUID is the UID of m's Cluster API Machine controller, empty without one: the
+// Machine taking a LibvirtMachine over changes its Provider's bootstrap grants.
+func machineOwnerUID(m *infrav1.LibvirtMachine) types.UID {
+	if ref := capi.OwnerMachine(m); ref != nil {
+		return ref.UID
+	}
+	return ""
 }

@@ -34,7 +34,8 @@ const (
 	chartFile    = "banlieue-" + chartVersion + ".tgz"
 )
 
-var artifacts = []string{"install.yaml", chartFile, "banlieue-image.tar"}
+var artifacts = []string{"install.yaml", chartFile, "banlieue-image.tar",
+	"infrastructure-components.yaml", "build-namespace.yaml", "metadata.yaml", "cluster-template.yaml"}
 
 // roles are the Deployments every install creates in banlieue-system.
 var roles = []string{"controller", "operator", "imagebuilder"}
@@ -59,6 +60,9 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("install.yaml holds config/default, the CRDs first", func(t *testing.T) {
 		checkOrder(t, readFile(t, filepath.Join(first, "install.yaml")))
+	})
+	t.Run("clusterctl's files: one Namespace, the CRDs and the manager's role; the build namespace apart", func(t *testing.T) {
+		checkClusterctl(t, first)
 	})
 	t.Run("install.yaml installs with the guide's commands", func(t *testing.T) {
 		c := startCluster(t)
@@ -146,7 +150,10 @@ func checkSums(t *testing.T, dist string) {
 
 type object struct {
 	Kind     string
-	Metadata struct{ Name, Namespace string }
+	Metadata struct {
+		Name, Namespace string
+		Labels          map[string]string
+	}
 }
 
 // checkOrder: the CustomResourceDefinitions of config/crd/bases come first, then the rest of
@@ -276,4 +283,60 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// checkClusterctl: infrastructure-components.yaml meets clusterctl's rules (ADR-0137): exactly one
+// Namespace, banlieue-system, and every namespaced object in it; it holds banlieue's CRDs, the
+// infrastructure kinds with the contract label among them, and banlieue-capi-manager with the
+// aggregation label. build-namespace.yaml holds banlieue-imagebuild and what lives there, and
+// the two together are install.yaml. metadata.yaml and cluster-template.yaml are the repository's.
+func checkClusterctl(t *testing.T, dist string) {
+	t.Helper()
+	components := documents(t, readFile(t, filepath.Join(dist, "infrastructure-components.yaml")))
+	build := documents(t, readFile(t, filepath.Join(dist, "build-namespace.yaml")))
+	install := documents(t, readFile(t, filepath.Join(dist, "install.yaml")))
+	if len(components)+len(build) != len(install) {
+		t.Errorf("components %d + build namespace %d objects, install.yaml %d", len(components), len(build), len(install))
+	}
+	var namespaces []string
+	crds := map[string]bool{}
+	aggregated := false
+	for _, o := range components {
+		switch {
+		case o.Kind == "Namespace":
+			namespaces = append(namespaces, o.Metadata.Name)
+		case o.Kind == "CustomResourceDefinition":
+			crds[o.Metadata.Name] = o.Metadata.Labels["cluster.x-k8s.io/v1beta2"] == "v1alpha1"
+		case o.Kind == "ClusterRole" && o.Metadata.Name == "banlieue-capi-manager":
+			aggregated = o.Metadata.Labels["cluster.x-k8s.io/aggregate-to-manager"] == "true"
+		}
+		if o.Metadata.Namespace != "" && o.Metadata.Namespace != "banlieue-system" {
+			t.Errorf("%s %s/%s: clusterctl would move it into its target namespace", o.Kind, o.Metadata.Namespace, o.Metadata.Name)
+		}
+	}
+	if len(namespaces) != 1 || namespaces[0] != "banlieue-system" {
+		t.Errorf("Namespaces %v, want exactly banlieue-system", namespaces)
+	}
+	for _, kind := range []string{"libvirtmachines", "libvirtmachinetemplates", "libvirtclusters"} {
+		if labelled, ok := crds[kind+".infrastructure.banlieue.io"]; !ok || !labelled {
+			t.Errorf("CRD %s.infrastructure.banlieue.io present %v, contract label %v", kind, ok, labelled)
+		}
+	}
+	if !aggregated {
+		t.Error("no ClusterRole banlieue-capi-manager labelled cluster.x-k8s.io/aggregate-to-manager=true")
+	}
+	for _, o := range build {
+		if o.Metadata.Namespace != "banlieue-imagebuild" && !(o.Kind == "Namespace" && o.Metadata.Name == "banlieue-imagebuild") {
+			t.Errorf("build-namespace.yaml holds %s %s/%s", o.Kind, o.Metadata.Namespace, o.Metadata.Name)
+		}
+	}
+	for _, f := range []string{"metadata.yaml", "cluster-template.yaml"} {
+		src := "metadata.yaml"
+		if f == "cluster-template.yaml" {
+			src = filepath.Join("templates", f)
+		}
+		if !bytes.Equal(readFile(t, filepath.Join(dist, f)), readFile(t, filepath.Join(testenv.RepoRoot(), src))) {
+			t.Errorf("%s is not the repository's %s", f, src)
+		}
+	}
 }

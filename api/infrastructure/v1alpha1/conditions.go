@@ -53,3 +53,46 @@ const (
 // FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
 // host.
 const FinalizerLibvirtMachine = "banlieue.io/libvirtmachine"
+
+// ConditionPaused is set on a LibvirtMachine owned by a Cluster API Machine, and on a
+// LibvirtCluster: True while the object carries the cluster.x-k8s.io/paused annotation or its
+// Cluster has spec.paused, when nothing of it is reconciled (docs/adr/0136-cluster-api-machines.md).
+const ConditionPaused = "Paused"
+
+// Paused reasons.
+const (
+	// ReasonPaused: the object or its Cluster is paused; the provider makes no call to the host.
+	ReasonPaused = "Paused"
+	// ReasonNotPaused: neither is paused.
+	ReasonNotPaused = "NotPaused"
+)
+
+// LibvirtMachine Ready reasons of a machine owned by a Cluster API Machine.
+const (
+	// ReasonWaitingForBootstrapData: the owner Machine's spec.bootstrap.dataSecretName is unset,
+	// or its Secret is not there (or not granted to the provider) yet; nothing on the host was
+	// called, and the provider checks again.
+	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
+	// ReasonBootstrapDataRefused: the Secret the owner Machine names is not a bootstrap data
+	// Secret of its cluster (type cluster.x-k8s.io/secret, label cluster.x-k8s.io/cluster-name),
+	// or holds a format other than cloud-config; it is not used.
+	ReasonBootstrapDataRefused = "BootstrapDataRefused"
+	// ReasonOwnerMachineMismatch: the machine's controller reference names a Machine that is not
+	// there, has another UID, or whose spec.infrastructureRef names another object.
+	ReasonOwnerMachineMismatch = "OwnerMachineMismatch"
+	// ReasonFailureDomainMismatch: the owner Machine's spec.failureDomain is not the machine's
+	// Provider (spec.providerRef.name); the machine is not placed elsewhere.
+	ReasonFailureDomainMismatch = "FailureDomainMismatch"
+)
+
+// LibvirtCluster Ready reasons.
+const (
+	// ReasonClusterProvisioned: spec.controlPlaneEndpoint is set and every Provider of
+	// spec.providers exists.
+	ReasonClusterProvisioned = "Provisioned"
+	// ReasonWaitingForControlPlaneEndpoint: spec.controlPlaneEndpoint is unset.
+	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
+	// ReasonProviderNotFound: a Provider of spec.providers does not exist (or does not admit the
+	// cluster's namespace); it is no failure domain.
+	ReasonProviderNotFound = "ProviderNotFound"
+)

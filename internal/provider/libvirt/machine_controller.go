@@ -22,6 +22,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
@@ -108,6 +109,16 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	ctx, cancel := context.WithTimeout(ctx, machineTimeout)
 	defer cancel()
 
+	// A machine of a Cluster API Machine is served as the contract asks (machine_capi.go).
+	var owned *capiPass
+	if capi.Managed(&m) {
+		pass, res, done, err := r.clusterAPI(ctx, &m, capi.OwnerMachine(&m))
+		if done {
+			return res, err
+		}
+		owned = pass
+	}
+
 	// The host is reached on deletion too; that is why a Provider cannot go away while its
 	// machines exist.
 	var p banlieuev1.Provider
@@ -123,7 +134,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !m.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, &m, &p)
 	}
-	return r.reconcileNormal(ctx, &m, &p)
+	return r.reconcileNormal(ctx, &m, &p, owned)
 }
 
 // reconcileDelete tears the machine's domain and volumes down, then lets the machine go.
@@ -157,7 +168,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 
 // reconcileNormal checks the machine's authority over every host name it uses, then converges
 // the domain and writes the status once.
-func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider) (ctrl.Result, error) {
+func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider, owned *capiPass) (ctrl.Result, error) {
 	// Every host name of the machine is checked before the first call to the host, connecting
 	// included (authority.go).
 	var images banlieuev1.VMImageList
@@ -166,6 +177,11 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	}
 	if err := checkAuthority(m, p, images.Items); err != nil {
 		return r.retry(ctx, m, err, ssa.IfUnchanged)
+	}
+	if owned != nil {
+		if err := owned.check(m); err != nil {
+			return r.retry(ctx, m, err, ssa.IfUnchanged)
+		}
 	}
 	// Accepted: every status this pass writes records the boot volume (converge's first,
 	// volumeRecord's, before any volume is created), so a later pass grants it whatever the
@@ -182,6 +198,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 
 	userData, err := machineUserData(ctx, r.APIReader, m)
+	if owned != nil {
+		userData, err = owned.bootstrapData(ctx, r.APIReader, m)
+	}
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
@@ -193,6 +212,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 		return ctrl.Result{}, err
 	}
 	status := succeededStatus(m, obs)
+	if owned != nil {
+		owned.status(m, &status)
+	}
 	if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
 		return ctrl.Result{}, err
 	}

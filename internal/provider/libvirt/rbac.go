@@ -19,6 +19,11 @@ package libvirt
 // A machine in another namespace than its Provider's is served only while the Provider's
 // allowedNamespaces admits that namespace, read by name, uncached, on every pass.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+//
+// A LibvirtMachine of a Cluster API Machine: the Machine (its bootstrap data Secret, failure
+// domain) and its Cluster (paused), read by name, uncached (internal/capi). The Secret comes by
+// name from the per-Provider Role, as the user-data Secrets do.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;patch
 //
 // /metrics checks each caller's token and its right to get /metrics (internal/app/metrics_server.go).

@@ -1,0 +1,173 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/capi"
+	"banlieue.io/banlieue/internal/finalizer"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// A LibvirtMachine whose controller reference is a Cluster API Machine is served as the v1beta2
+// InfraMachine contract asks (docs/adr/0136-cluster-api-machines.md): its domain is named after
+// it, its bootstrap data comes from the Machine's data Secret, it honours the Machine's failure
+// domain and the paused annotation and Cluster, and status.initialization.provisioned never
+// turns false again. Every other machine is served as before.
+
+// maxDomainName is spec.domainName's limit (the CRD's MaxLength).
+const maxDomainName = 190
+
+// CAPIError is a refusal or a wait of a Cluster API machine, with its Ready reason.
+type CAPIError struct {
+	Reason string
+	Err    error
+}
+
+func (e *CAPIError) Error() string { return e.Err.Error() }
+func (e *CAPIError) Unwrap() error { return e.Err }
+
+func capiReason(err error) string {
+	var c *CAPIError
+	if errors.As(err, &c) {
+		return c.Reason
+	}
+	return ""
+}
+
+// capiPass is what the owner Machine says for one pass over its LibvirtMachine.
+type capiPass struct {
+	machine *capi.Machine
+}
+
+// clusterAPI prepares a pass over a Cluster API machine (owner is its Machine controller
+// reference, nil while a MachineSet or a control plane still owns it): its domain name, once,
+// and whether the machine or its Cluster is paused. done means the pass ends here, with res and err. A Machine
+// that cannot be read stops a normal pass; a deletion goes on without it (Cluster API deletes
+// the LibvirtMachine before it lets the Machine go, but the teardown must not depend on that).
+func (r *MachineReconciler) clusterAPI(ctx context.Context, m *infrav1.LibvirtMachine, owner *metav1.OwnerReference) (pass *capiPass, res ctrl.Result, done bool, err error) {
+	deleting := !m.DeletionTimestamp.IsZero()
+	if m.Spec.DomainName == "" {
+		if deleting {
+			// Nothing was made on the host: every host name derives from the domain name.
+			_, err := finalizer.Remove(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine)
+			return nil, ctrl.Result{}, true, err
+		}
+		if err := r.setDomainName(ctx, m); err != nil {
+			res, err := r.retry(ctx, m, err, ssa.IfUnchanged)
+			return nil, res, true, err
+		}
+	}
+	if owner == nil {
+		if deleting {
+			return nil, ctrl.Result{}, false, nil
+		}
+		res, err := r.retry(ctx, m, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch,
+			Err: errors.New("waiting for a Cluster API Machine to become the LibvirtMachine's controller (it is owned by a MachineSet or a control plane)")}, ssa.IfUnchanged)
+		return nil, res, true, err
+	}
+	machine, readErr := capi.ReadMachine(ctx, r.APIReader, m.Namespace, owner, m, infrav1.GroupVersion.WithKind("LibvirtMachine"))
+	if readErr != nil && !deleting {
+		res, err := r.retry(ctx, m, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch, Err: readErr}, ssa.IfUnchanged)
+		return nil, res, true, err
+	}
+	clusterName := m.Labels[capi.LabelClusterName]
+	if machine != nil {
+		clusterName = machine.ClusterName
+	}
+	paused, why := capi.Paused(m), "the LibvirtMachine has the "+capi.AnnotationPaused+" annotation"
+	if !paused && clusterName != "" {
+		p, err := capi.ClusterPaused(ctx, r.APIReader, m.Namespace, clusterName)
+		if err != nil && !(deleting && apierrors.IsNotFound(err)) {
+			res, err := r.retry(ctx, m, fmt.Errorf("checking whether the Machine's Cluster is paused: %w", err), ssa.IfUnchanged)
+			return nil, res, true, err
+		}
+		paused, why = p, "Cluster "+clusterName+" has spec.paused"
+	}
+	if paused {
+		st := *m.Status.DeepCopy()
+		setMachineCondition(&st, m, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused, why+": nothing is reconciled")
+		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, banlieuev1.FieldManagerProviderLibvirt, ssa.IfUnchanged); err != nil {
+			return nil, ctrl.Result{}, true, err
+		}
+		// Unpausing changes no generation the machine's watch passes: it is looked at again.
+		return nil, ctrl.Result{RequeueAfter: app.RequeueDefault}, true, nil
+	}
+	// Every status write of this pass starts from m.Status, and carries this.
+	setMachineCondition(&m.Status, m, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "neither the LibvirtMachine nor its Cluster is paused")
+	return &capiPass{machine: machine}, ctrl.Result{}, false, nil
+}
+
+// setDomainName names the domain of a machine Cluster API made from a template after the
+// machine, as the controller names a VM's (<namespace>-<name>, which checkAuthority requires).
+func (r *MachineReconciler) setDomainName(ctx context.Context, m *infrav1.LibvirtMachine) error {
+	name := m.Namespace + "-" + m.Name
+	if len(name) > maxDomainName {
+		return &CAPIError{Reason: infrav1.ReasonNotPermitted, Err: fmt.Errorf(
+			"spec.domainName: <namespace>-<name> (%d characters) is longer than %d; give the Machine a shorter name", len(name), maxDomainName)}
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Spec.DomainName = name
+	if err := r.Client.Patch(ctx, m, patch, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt)); err != nil {
+		return fmt.Errorf("setting spec.domainName: %w", err)
+	}
+	return nil
+}
+
+// check refuses a normal pass the Machine does not allow yet: a failure domain other than the
+// machine's Provider (a LibvirtMachine cannot move, its providerRef is immutable).
+func (c *capiPass) check(m *infrav1.LibvirtMachine) error {
+	if fd := c.machine.FailureDomain; fd != "" && fd != m.Spec.ProviderRef.Name {
+		return &CAPIError{Reason: infrav1.ReasonFailureDomainMismatch, Err: fmt.Errorf(
+			"Machine %s spec.failureDomain is %q, but spec.providerRef.name is %q: the machine is placed only on its own Provider; give the MachineDeployment a LibvirtMachineTemplate of that Provider",
+			c.machine.Name, fd, m.Spec.ProviderRef.Name)}
+	}
+	return nil
+}
+
+// bootstrapData is the Machine's bootstrap data, read by name past the cache each pass until the
+// seed exists (a seed is never rewritten): the Secret the Machine's spec.bootstrap.dataSecretName
+// names, in the machine's namespace, only when capi.CheckBootstrapSecret accepts it. The
+// provider's Role grants get on exactly that name (the operator's bootstrap grants); it is never
+// copied into the machine.
+func (c *capiPass) bootstrapData(ctx context.Context, reader client.Reader, m *infrav1.LibvirtMachine) ([]byte, error) {
+	name := c.machine.DataSecretName
+	if name == "" {
+		return nil, &CAPIError{Reason: infrav1.ReasonWaitingForBootstrapData, Err: fmt.Errorf(
+			"Machine %s has no spec.bootstrap.dataSecretName yet (its bootstrap provider writes it)", c.machine.Name)}
+	}
+	var s corev1.Secret
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, &s); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return nil, &CAPIError{Reason: infrav1.ReasonWaitingForBootstrapData, Err: fmt.Errorf(
+			"Machine %s spec.bootstrap.dataSecretName: Secret %s/%s is not there or not granted to the provider yet: %w", c.machine.Name, m.Namespace, name, err)}
+	} else if err != nil {
+		return nil, fmt.Errorf("Machine %s spec.bootstrap.dataSecretName: reading Secret %s/%s: %w", c.machine.Name, m.Namespace, name, err)
+	}
+	if err := capi.CheckBootstrapSecret(&s, c.machine.ClusterName); err != nil {
+		return nil, &CAPIError{Reason: infrav1.ReasonBootstrapDataRefused, Err: fmt.Errorf("Machine %s spec.bootstrap.dataSecretName: %w", c.machine.Name, err)}
+	}
+	return s.Data[capi.KeyBootstrapData], nil
+}
+
+// status adjusts a converge pass's status to the contract: provisioned never turns false again
+// (a domain powered off stays provisioned infrastructure), and the failure domain is the
+// Provider the machine runs on when the spec names none.
+func (c *capiPass) status(m *infrav1.LibvirtMachine, st *infrav1.LibvirtMachineStatus) {
+	if i := m.Status.Initialization; i != nil && ptrTrue(i.Provisioned) {
+		st.Initialization = &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}
+	}
+	if st.FailureDomain == "" {
+		st.FailureDomain = m.Spec.ProviderRef.Name
+	}
+}
