@@ -86,13 +86,27 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 	return path
 }
 
+// KubeconfigAs is Kubeconfig acting as user (Impersonating): a process that is not banlieue's
+// (Cluster API's manager) runs with exactly the rules installed for its account.
+func (e *Env) KubeconfigAs(t testing.TB, user string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := e.writeKubeconfig(path, user); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // WriteKubeconfig writes Config as a kubeconfig file at path, readable by its owner only.
-func (e *Env) WriteKubeconfig(path string) error {
+func (e *Env) WriteKubeconfig(path string) error { return e.writeKubeconfig(path, "") }
+
+// writeKubeconfig is WriteKubeconfig impersonating user, unless user is empty.
+func (e *Env) writeKubeconfig(path, user string) error {
 	cfg := e.Config
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
+		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken, Impersonate: user,
 	}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"

@@ -40,6 +40,25 @@ type Env struct {
 	certDir string
 }
 
+// Options is what StartWith installs besides banlieue's CRDs: the CRDs and admission webhooks of
+// another project whose manager a suite runs as a process (test/capi runs Cluster API's).
+type Options struct {
+	// CRDDirs are directories of further CRD manifests, installed unchanged.
+	CRDDirs []string
+	// WebhookPaths are files or directories of Mutating- and ValidatingWebhookConfigurations.
+	// Their service references are rewritten to a local port, trusted through a CA envtest
+	// generates: Webhooks says where the process that serves them must listen.
+	WebhookPaths []string
+}
+
+// WebhookServing is where the webhooks of Options.WebhookPaths are called: a port on Host and,
+// in CertDir, tls.crt and tls.key for it.
+type WebhookServing struct {
+	Host    string
+	Port    int
+	CertDir string
+}
+
 // RepoRoot is the module root, found from this file's location so tests run from any package.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -50,13 +69,25 @@ func RepoRoot() string {
 // stops it when the test ends.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with opts installed as well.
+func StartWith(t testing.TB, opts Options) *Env {
+	t.Helper()
 	RequireAssets(t)
-	e, err := start()
+	e, err := start(opts)
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
 	t.Cleanup(func() { _ = e.Stop() })
 	return e
+}
+
+// Webhooks is where the API server calls the webhooks of Options.WebhookPaths.
+func (e *Env) Webhooks() WebhookServing {
+	w := e.env.WebhookInstallOptions
+	return WebhookServing{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}
 }
 
 // StartProgram is Start for a program rather than a test (the benchmarks under bench/): it
@@ -68,7 +99,7 @@ func StartProgram() (*Env, error) {
 			return nil, err
 		}
 	}
-	return start()
+	return start(Options{})
 }
 
 // Stop stops the API server and etcd of StartProgram and removes their files.
@@ -78,7 +109,7 @@ func (e *Env) Stop() error {
 	return err
 }
 
-func start() (*Env, error) {
+func start(opts Options) (*Env, error) {
 	// The API server's certificates go in a directory of ours rather than one envtest allocates:
 	// envtest deletes its own directory on APIServer.Stop and mints a new serving CA on the next
 	// Start, so after RestartAPIServer Config (and every client built from it) would no longer
@@ -89,9 +120,10 @@ func start() (*Env, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, opts.CRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: opts.WebhookPaths},
 	}
 	// On SIGTERM the server waits for open watches to end before it exits, and informers keep
 	// theirs open: without a grace period that ends them, a stop under running controllers
