@@ -375,4 +375,3 @@ func kubectl(t *testing.T, n node, args ...string) string {
 	}
 	return stdout.String()
 }
-
