@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
-# The local lab: banlieue doing its job on this machine, with nothing to set up by hand.
+# The local lab: banlieue installed and doing its job on this machine as a user's cluster runs
+# it, with nothing to set up by hand (docs/guides/real-node.md).
 #
-#   hack/lab.sh up      as root on Debian 12: control plane, a libvirt host with TLS, the CRDs,
-#                       the guide's credentials Secret and CA ConfigMap, a Provider for the
-#                       host, and the banlieue roles running as local processes
+#   hack/lab.sh up      as root on Debian 12: control plane, a libvirt host with TLS, the real
+#                       node (kubelet, containerd, kube-proxy; hack/node.sh), the release's image
+#                       and chart (hack/release.sh) installed with helm, the guide's credentials
+#                       Secret and CA ConfigMap, a Provider for the host, and the guide's image
+#                       flow: a VMImage of kind Url served over https (hack/labsource), its build
+#                       and import Jobs run as pods, then a running VirtualMachine
 #   hack/lab.sh status  what runs, and the banlieue objects
 #   hack/lab.sh down    stops exactly what `up` started
 #
-# Env: BANLIEUE_LAB_DIR (default /var/tmp/banlieue-lab-cluster): kubeconfig, logs, PID files.
-#      BANLIEUE_LIBVIRT_LAB (default /var/tmp/banlieue-lab): the libvirt host's state.
+# Env: BANLIEUE_LAB_DIR (default /var/tmp/banlieue-lab-cluster): kubeconfig, logs, PID files,
+#      the release artifacts. BANLIEUE_LIBVIRT_LAB (default /var/tmp/banlieue-lab): the libvirt
+#      host's state. BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node): the node's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
+# The lab's daemons must not inherit the caller's descriptors (the test lock, under flock), as
+# hack/node.sh's. 255 is bash's own script fd.
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
+
 lab="${BANLIEUE_LAB_DIR:-/var/tmp/banlieue-lab-cluster}"
 libvirt_lab="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
+node_dir="${BANLIEUE_NODE_DIR:-/var/tmp/banlieue-node}"
+export BANLIEUE_NODE_DIR="$node_dir"
 kubeconfig="$lab/kubeconfig"
 provider=lab-host
 namespace=banlieue-system
+build_namespace=banlieue-imagebuild
+# One fixed version: every up retags one image in the node instead of one per commit.
+version=v0.0.0-lab
+image=registry.example/banlieue:$version
+# The guest's https source, on the node's bridge (where pods reach the host);
+# hack/lab/virtualmachine.yaml's importFrom names it.
+source_listen=10.244.0.1:18443
 
 phase_start=0
 phase() { phase_start=$SECONDS; printf '==> %s\n' "$*"; }
@@ -25,6 +46,11 @@ done_phase() { printf '    done in %ss\n' "$((SECONDS - phase_start))"; }
 running() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 kubectl() { "$assets/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# A private helm home under the lab directory: no repositories or config of the user.
+helm() {
+  HELM_CONFIG_HOME="$lab/helm/config" HELM_CACHE_HOME="$lab/helm/cache" HELM_DATA_HOME="$lab/helm/data" \
+    "$helm_bin" --kubeconfig "$kubeconfig" "$@"
+}
 
 # start NAME CMD...: runs CMD in the background once, logging to $lab/NAME.log.
 start() {
@@ -50,20 +76,19 @@ stop() {
 
 up() {
   mkdir -p "$lab"
+  local total=$SECONDS
   phase "Debian packages"
   hack/install-test-deps.sh
   done_phase
 
   phase "control-plane binaries (cached under ~/.cache/banlieue; ~10 min the first time)"
   assets="$(hack/envtest-assets.sh | tail -1)"
-  done_phase
-
-  phase "banlieue binary"
-  make --no-print-directory build >/dev/null
+  helm_bin="$(hack/helm.sh | tail -1)"
   go build -o "$lab/labcluster" ./hack/labcluster
+  go build -o "$lab/labsource" ./hack/labsource
   done_phase
 
-  phase "control plane: etcd + kube-apiserver on loopback"
+  phase "control plane: etcd + kube-apiserver (advertised on the node's bridge), the CRDs"
   if ! running "$lab/labcluster.pid"; then
     rm -f "$kubeconfig"
     KUBEBUILDER_ASSETS="$assets" start labcluster "$lab/labcluster" --write-kubeconfig "$kubeconfig" --crds config/crd/bases
@@ -73,20 +98,52 @@ up() {
   echo "    kubeconfig: $kubeconfig"
   done_phase
 
-  phase "libvirt host: libvirtd with mutual TLS on 127.0.0.1:16514"
+  phase "libvirt host: libvirtd with mutual TLS on 16514 (127.0.0.1 here, 10.244.0.1 from pods)"
   hack/libvirt-lab.sh start "$libvirt_lab"
   # shellcheck disable=SC1091
   source "$libvirt_lab/env"
   done_phase
 
-  phase "banlieue objects: CRDs, RBAC, namespaces, credentials, Provider"
-  kubectl apply --server-side --force-conflicts -f config/crd/bases >/dev/null
-  # The namespaces first: the imagebuilder's role file also holds its Role in banlieue-imagebuild.
-  for ns in banlieue-system banlieue-imagebuild; do
-    kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
-  done
-  for role in config/rbac/*/role.yaml; do kubectl apply --server-side --force-conflicts -f "$role" >/dev/null; done
-  # The guide's step 2, from the lab host's client credentials.
+  phase "the real node (hack/node.sh): kubelet, containerd 2, kube-proxy, controller-manager, scheduler"
+  hack/node.sh up "$kubeconfig" | sed 's/^/    /'
+  done_phase
+
+  phase "release artifacts (hack/release.sh): the chart and the image, the image into the node"
+  VERSION="$version" IMAGE="$image" DIST="$lab/release" hack/release.sh >/dev/null 2>"$lab/release.log" ||
+    { tail -20 "$lab/release.log"; exit 1; }
+  hack/node.sh import "$lab/release/banlieue-image.tar" >/dev/null
+  local chart="$lab/release/banlieue-${version#v}.tgz"
+  echo "    $chart, $image"
+  done_phase
+
+  phase "the artifacts PVC's volume: a local PersistentVolume on the node"
+  artifacts_volume
+  done_phase
+
+  phase "guest image (a tiny Linux from Debian packages, cached) and its https source"
+  local guest
+  guest="$(hack/test-guest-image.sh | tail -1)"
+  start labsource "$lab/labsource" --dir "$guest" --listen "$source_listen" --pki "$lab/source-pki"
+  for _ in $(seq 50); do [[ -s "$lab/source-pki/ca.crt" ]] && grep -q '^https://' "$lab/labsource.log" && break; sleep 0.2; done
+  grep -q '^https://' "$lab/labsource.log" || { cat "$lab/labsource.log"; echo "labsource did not start" >&2; exit 1; }
+  echo "    https://$source_listen/guest.raw"
+  done_phase
+
+  phase "helm install of the release's chart (docs/guides/install.md)"
+  # The CRDs are the control plane's (hack/labcluster --crds), so the chart installs none and
+  # renders the ProviderClass at once. The image is in the node, never pulled. The source's CA
+  # reaches the builds through the documented trust option, its address through the allow-list.
+  helm upgrade --install banlieue "$chart" --namespace "$namespace" --create-namespace \
+    -f examples/helm/values-single-node.yaml --set crds.enabled=false --set image.pullPolicy=Never \
+    --set imagebuilder.jobs.caBundleConfigMap=lab-source-ca --set "imagebuilder.limits.allowNetworks={${source_listen%:*}/32}" \
+    --wait --timeout 5m >/dev/null
+  # The ConfigMap the trust option names, in the build namespace the chart made.
+  kubectl -n "$build_namespace" create configmap lab-source-ca --from-file=ca.crt="$lab/source-pki/ca.crt" \
+    --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  kubectl -n "$namespace" get deployments | sed 's/^/    /'
+  done_phase
+
+  phase "the guide's step 2 and 4: credentials Secret, CA ConfigMap, a Provider for the host"
   kubectl -n "$namespace" create secret generic libvirt-lab-creds \
     --from-file=tls.crt="$BANLIEUE_LIBVIRT_PKI/clientcert.pem" \
     --from-file=tls.key="$BANLIEUE_LIBVIRT_PKI/clientkey.pem" \
@@ -94,7 +151,7 @@ up() {
   kubectl -n "$namespace" create configmap libvirt-lab-ca \
     --from-file=ca.crt="$BANLIEUE_LIBVIRT_PKI/cacert.pem" \
     --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
-  kubectl apply --server-side --force-conflicts -f examples/09-providerclass-libvirt.yaml >/dev/null
+  ensure_lab_pool
   kubectl apply --server-side --force-conflicts -f - >/dev/null <<YAML
 apiVersion: banlieue.io/v1alpha1
 kind: Provider
@@ -104,58 +161,67 @@ metadata:
 spec:
   providerClassRef: {name: libvirt}
   connection:
-    endpoint: $BANLIEUE_LIBVIRT_ENDPOINT
+    endpoint: $BANLIEUE_LIBVIRT_POD_ENDPOINT
     credentialsRef: {name: libvirt-lab-creds}
     caBundle: {configMapRef: {name: libvirt-lab-ca}}
   capabilities:
     storageClasses:
       - {name: standard, target: {pool: lab}}
 YAML
-  ensure_lab_pool
+  wait_for "Provider $provider Ready (its pod, made by the operator, probes the host)" 180 \
+    kubectl -n "$namespace" get provider "$provider" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
   done_phase
 
-  phase "banlieue roles as local processes"
-  # Restarted on every up, so they always run the binary just built.
-  stop provider-libvirt >/dev/null
-  stop controller >/dev/null
-  # Local development: plain /metrics on 127.0.0.1, so `curl localhost:18080/metrics` reads it
-  # (docs/operations.md, "Metrics"); in a cluster the roles keep the default, HTTPS with a token.
-  local common=(--kubeconfig "$kubeconfig" --no-leader-elect --log-format text --metrics-secure=false)
-  start controller bin/banlieue controller "${common[@]}" --health-port 18081 --metrics-port 18080
-  start provider-libvirt bin/banlieue provider libvirt "${common[@]}" --provider-name "$provider" \
-    --import-service-account "$provider-import" --namespace "$namespace" --health-port 18083 --metrics-port 18082
-  done_phase
-
-  phase "waiting for the Provider to verify the host"
-  wait_for "Provider $provider Ready" 60 kubectl -n "$namespace" get provider "$provider" \
-    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
-  done_phase
-
-  phase "guest image: a tiny Linux from Debian packages (cached after the first build)"
-  local guest
-  guest="$(hack/test-guest-image.sh | tail -1)/guest.raw"
-  echo "    $guest"
-  done_phase
-
-  phase "importing the image onto the host (the guide's 'Running an import by hand')"
-  bin/banlieue provider libvirt import --kubeconfig "$kubeconfig" \
-    --vmimage lab-guest --provider "$provider" --provider-namespace "$namespace" \
-    --pool lab --source "$guest"
-  done_phase
-
-  phase "VMImage, VMClass and VirtualMachine (hack/lab/virtualmachine.yaml)"
+  phase "VMImage (kind Url), VMClass and VirtualMachine (hack/lab/virtualmachine.yaml)"
   kubectl apply --server-side --force-conflicts -f hack/lab/virtualmachine.yaml
-  wait_for "VirtualMachine lab-vm-01 Ready" 180 kubectl -n "$namespace" get virtualmachine lab-vm-01 \
+  wait_for "VMImage lab-guest built (its build Job's pod wrote the artifact)" 300 \
+    kubectl get vmimage lab-guest -o jsonpath='{.status.buildArtifact.phase}' --for-value Ready
+  echo "    built after $((SECONDS - phase_start))s"
+  wait_for "VirtualMachine lab-vm-01 Ready" 300 kubectl -n "$namespace" get virtualmachine lab-vm-01 \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
+  echo "    \$ kubectl -n $build_namespace get jobs -l banlieue.io/vmimage=lab-guest"
+  kubectl -n "$build_namespace" get jobs -l banlieue.io/vmimage=lab-guest | sed 's/^/    /'
   done_phase
   status
+  echo "lab up in $((SECONDS - total))s"
 }
 
-# wait_for WHAT SECONDS CMD...: polls CMD until it prints True.
+# artifacts_volume gives the chart's artifacts PVC (banlieue-imagebuild/banlieue-artifacts) a
+# local PersistentVolume under the node's directory, pre-bound to it, as a single-node
+# cluster's local-path provisioner would. The build pod's fsGroup makes it writable for the
+# non-root build.
+artifacts_volume() {
+  mkdir -p "$node_dir/artifacts"
+  kubectl apply --server-side --force-conflicts -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: banlieue-lab-artifacts
+spec:
+  capacity: {storage: 20Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {namespace: $build_namespace, name: banlieue-artifacts}
+  local: {path: $node_dir/artifacts}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: kubernetes.io/hostname, operator: In, values: [${BANLIEUE_NODE_NAME:-banlieue-node}]}
+YAML
+  echo "    PersistentVolume banlieue-lab-artifacts at $node_dir/artifacts"
+}
+
+# wait_for WHAT SECONDS CMD... [--for-value VALUE]: polls CMD until it prints VALUE (True).
 wait_for() {
-  local what=$1 seconds=$2; shift 2
+  local what=$1 seconds=$2 want=True; shift 2
+  local cmd=("$@")
+  if (($# >= 2)) && [[ "${cmd[-2]}" == --for-value ]]; then
+    want="${cmd[-1]}"
+    cmd=("${cmd[@]:0:$(($# - 2))}")
+  fi
   for _ in $(seq "$seconds"); do
-    [[ "$("$@" 2>/dev/null)" == True ]] && return 0
+    [[ "$("${cmd[@]}" 2>/dev/null)" == "$want" ]] && return 0
     sleep 1
   done
   echo "    timed out waiting for $what; see $lab/*.log" >&2
@@ -175,11 +241,15 @@ ensure_lab_pool() {
 
 status() {
   assets="${assets:-$(hack/envtest-assets.sh | tail -1)}"
-  for name in labcluster controller provider-libvirt; do
+  for name in labcluster labsource; do
     if running "$lab/$name.pid"; then echo "$name: running (pid $(cat "$lab/$name.pid"), log $lab/$name.log)"
     else echo "$name: stopped"; fi
   done
+  hack/node.sh status 2>/dev/null | grep -E '^[a-z-]+: ' || true
   if [[ -s "$kubeconfig" ]] && running "$lab/labcluster.pid"; then
+    echo
+    echo "\$ kubectl --kubeconfig $kubeconfig -n $namespace get pods"
+    kubectl -n "$namespace" get pods
     echo
     echo "\$ kubectl --kubeconfig $kubeconfig get banlieue -A"
     kubectl get banlieue -A
@@ -196,7 +266,18 @@ status() {
 }
 
 down() {
-  for name in provider-libvirt controller labcluster; do stop "$name"; done
+  # banlieue first removes what it made on the host: the control plane's etcd does not outlive
+  # down, so a domain left defined would belong to a LibvirtMachine no later up knows (its next
+  # VM would meet DomainNameConflict). Then the node: its pods stop before the API server.
+  if [[ -s "$kubeconfig" ]] && running "$lab/labcluster.pid" && running "$node_dir/kubelet.pid"; then
+    assets="$(hack/envtest-assets.sh | tail -1)"
+    kubectl delete virtualmachines --all --all-namespaces --wait --timeout=3m >/dev/null 2>&1 ||
+      echo "lab: VirtualMachines not all deleted within 3 minutes; their domains may stay on the host" >&2
+  fi
+  hack/node.sh down
+  for name in labsource labcluster; do stop "$name"; done
+  # The roles of a lab from before the real node ran as local processes.
+  for name in provider-libvirt controller; do stop "$name"; done
   hack/libvirt-lab.sh stop "$libvirt_lab"
   rm -f "$kubeconfig"
 }

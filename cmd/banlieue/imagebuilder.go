@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/operator"
 )
 
@@ -26,6 +28,8 @@ import (
 func newImagebuilderCommand() *cobra.Command {
 	var (
 		buildNamespace, buildImage, artifactsPVC string
+		caConfigMap                              string
+		pull                                     jobimage.Pull
 		selectorFlags, tolerationFlags           []string
 		nodeSelector                             map[string]string
 		tolerations                              []corev1.Toleration
@@ -45,6 +49,7 @@ func newImagebuilderCommand() *cobra.Command {
 		return imagebuilder.Setup(mgr, imagebuilder.Options{
 			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
 			NodeSelector: nodeSelector, Tolerations: tolerations, Limits: limits, Bounds: bounds,
+			Pull: pull, CAConfigMap: caConfigMap,
 		})
 	}
 	cmd := r.command("imagebuilder", "Build raw guest images from VMImage Url sources onto the artifacts volume")
@@ -66,6 +71,14 @@ func newImagebuilderCommand() *cobra.Command {
 			}
 			nodeSelector[k] = v
 		}
+		if err := pull.Validate("build"); err != nil {
+			return err
+		}
+		if caConfigMap != "" {
+			if errs := validation.IsDNS1123Subdomain(caConfigMap); len(errs) > 0 {
+				return fmt.Errorf("invalid --build-ca-configmap: %q: %s", caConfigMap, errs[0])
+			}
+		}
 		// A build pod killed while its decoder fills its dictionary would fail every xz or zstd
 		// source, retries included: refused here, where the flags that clash are named.
 		need := limits.MaxXZDictBytes + limits.MaxZstdWindowBytes + jobbounds.RuntimeMemory
@@ -84,6 +97,10 @@ func newImagebuilderCommand() *cobra.Command {
 		"image the build Jobs run (env BANLIEUE_BUILD_IMAGE)")
 	f.StringVar(&artifactsPVC, "artifacts-pvc", envOr("BANLIEUE_ARTIFACTS_PVC", "banlieue-artifacts"),
 		"PVC the builds write to (env BANLIEUE_ARTIFACTS_PVC)")
+	f.StringVar(&caConfigMap, "build-ca-configmap", os.Getenv("BANLIEUE_BUILD_CA_CONFIGMAP"),
+		"ConfigMap in the build namespace whose every key is a PEM CA bundle build Jobs trust for https sources and registries, "+
+			"beside the image's roots (env BANLIEUE_BUILD_CA_CONFIGMAP)")
+	pull.AddFlags(f, "build")
 	limits.AddFlags(f)
 	bounds.AddFlags(f, "build")
 	cmd.AddCommand(newImagebuilderBuildCommand())

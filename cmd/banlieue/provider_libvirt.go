@@ -10,6 +10,7 @@ import (
 
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/operator"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
@@ -23,6 +24,7 @@ type providerLibvirtOptions struct {
 	importImage          string
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
+	importPull           jobimage.Pull
 	machineWorkers       int
 }
 
@@ -39,6 +41,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
+			ImportPull:           po.importPull,
 			MachineWorkers:       po.machineWorkers,
 		}
 	}
@@ -66,6 +69,9 @@ func newProviderLibvirtCommand() *cobra.Command {
 		if po.importServiceAccount == "" {
 			return fmt.Errorf("invalid --import-service-account: empty; the operator sets it to the Provider's own import account")
 		}
+		if err := po.importPull.Validate("import"); err != nil {
+			return err
+		}
 		return po.importBounds.Validate("import", jobbounds.RuntimeMemory)
 	}
 	f := cmd.Flags()
@@ -81,6 +87,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
 		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	po.importBounds.AddFlags(f, "import")
+	po.importPull.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }

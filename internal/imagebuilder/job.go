@@ -16,6 +16,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/naming"
 )
 
@@ -32,6 +33,10 @@ const (
 	// nonRootUID is the distroless "nonroot" user the image ships; also the fsGroup, so the
 	// non-root build can write to a freshly provisioned PVC.
 	nonRootUID = 65532
+	// caMount is where the ConfigMap of --build-ca-configmap appears in the build pod. Go's
+	// crypto/x509 reads every file of SSL_CERT_DIR beside the image's bundle file
+	// (/etc/ssl/certs/ca-certificates.crt), so the image's roots stay trusted.
+	caMount = "/etc/banlieue/source-ca"
 	// buildBackoffLimit: a download resumes where the last attempt stopped (the partial file
 	// lives on the PVC), so two retries ride out a flaky mirror without hammering a broken one.
 	buildBackoffLimit = 2
@@ -128,6 +133,8 @@ type jobSpec struct {
 	Tolerations    []corev1.Toleration
 	Limits         build.Limits
 	Bounds         jobbounds.Bounds
+	Pull           jobimage.Pull
+	CAConfigMap    string
 }
 
 // jobLabels are the labels of a VMImage's build Job, its pods and its Secret.
@@ -164,7 +171,7 @@ func buildJob(s jobSpec) *batchv1.Job {
 		args = append(args, "--architecture", s.Image.Spec.Architecture)
 	}
 	args = append(args, s.Limits.Args()...)
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        BuildJobName(s.Image.Name),
@@ -228,6 +235,17 @@ func buildJob(s jobSpec) *batchv1.Job {
 			},
 		},
 	}
+	pod := &job.Spec.Template.Spec
+	s.Pull.Apply(pod)
+	if s.CAConfigMap != "" {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "source-ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.CAConfigMap}},
+		}})
+		c := &pod.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "source-ca", MountPath: caMount, ReadOnly: true})
+		c.Env = append(c.Env, corev1.EnvVar{Name: "SSL_CERT_DIR", Value: caMount})
+	}
+	return job
 }
 
 // stale says the Job builds another source than the VMImage now names. A Job without the hash

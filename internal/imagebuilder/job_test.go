@@ -19,6 +19,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 func TestBuildJobName(t *testing.T) {
@@ -431,5 +432,38 @@ func TestUnsetBoundsAreTheDefaults(t *testing.T) {
 	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
 	if got := (&Reconciler{Bounds: set}).bounds().Args("build"); !reflect.DeepEqual(got, set.Args("build")) {
 		t.Errorf("set: %q, want %q", got, set.Args("build"))
+	}
+}
+
+// TestBuildJobPullAndTrust: the imagebuilder's pull policy and pull secrets reach the build pod
+// (a Job without them pulls from where the roles never do), and --build-ca-configmap mounts the
+// ConfigMap where the build's TLS roots are read, beside the image's own bundle.
+func TestBuildJobPullAndTrust(t *testing.T) {
+	plain := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, Kind: banlieuev1.ArtifactCloudImage})
+	pod := plain.Spec.Template.Spec
+	if c := pod.Containers[0]; c.ImagePullPolicy != "" || pod.ImagePullSecrets != nil || len(pod.Volumes) != 1 || len(c.VolumeMounts) != 1 {
+		t.Errorf("without pull settings or CA: policy %q, secrets %v, volumes %v, mounts %v", c.ImagePullPolicy, pod.ImagePullSecrets, pod.Volumes, c.VolumeMounts)
+	}
+	for _, e := range pod.Containers[0].Env {
+		if e.Name == "SSL_CERT_DIR" {
+			t.Errorf("SSL_CERT_DIR %q without --build-ca-configmap", e.Value)
+		}
+	}
+
+	job := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, Kind: banlieuev1.ArtifactCloudImage,
+		Pull: jobimage.Pull{Policy: corev1.PullNever, Secrets: []string{"regcred"}}, CAConfigMap: "mirror-ca"})
+	pod = job.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.ImagePullPolicy != corev1.PullNever || !reflect.DeepEqual(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("pull policy %q, secrets %v; want Never and regcred", c.ImagePullPolicy, pod.ImagePullSecrets)
+	}
+	wantVolume := corev1.Volume{Name: "source-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "mirror-ca"}}}}
+	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return reflect.DeepEqual(v, wantVolume) }) {
+		t.Errorf("volumes %+v, want %+v", pod.Volumes, wantVolume)
+	}
+	wantMount := corev1.VolumeMount{Name: "source-ca", MountPath: "/etc/banlieue/source-ca", ReadOnly: true}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return reflect.DeepEqual(m, wantMount) }) || !slices.Contains(c.Env, corev1.EnvVar{Name: "SSL_CERT_DIR", Value: wantMount.MountPath}) {
+		t.Errorf("mounts %+v, env %+v; want %+v and SSL_CERT_DIR at it", c.VolumeMounts, c.Env, wantMount)
 	}
 }

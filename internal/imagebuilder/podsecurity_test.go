@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -19,7 +22,9 @@ func TestBuildJobPassesRestrictedPodSecurity(t *testing.T) {
 	env.CreateRestrictedNamespace(ctx, t, "banlieue-imagebuild")
 	job := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"},
 		Kind: banlieuev1.ArtifactCloudImage, Namespace: "banlieue-imagebuild", ContainerImage: "banlieue:v1",
-		PVC: "banlieue-artifacts", Limits: build.DefaultLimits(), Bounds: jobbounds.DefaultBuild()})
+		PVC: "banlieue-artifacts", Limits: build.DefaultLimits(), Bounds: jobbounds.DefaultBuild(),
+		// The CA ConfigMap volume of --build-ca-configmap and the pull settings are part of it.
+		CAConfigMap: "mirror-ca", Pull: jobimage.Pull{Policy: corev1.PullNever, Secrets: []string{"regcred"}}})
 	if err := env.AdmitPod(ctx, job.Namespace, job.Spec.Template.Spec); err != nil {
 		t.Errorf("the build pod is refused: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/ssa"
 )
 
@@ -54,6 +55,10 @@ type Reconciler struct {
 	// Bounds are every build Job's deadline and resources; without a deadline (a Reconciler
 	// made by a test or bench), jobbounds.DefaultBuild.
 	Bounds jobbounds.Bounds
+	// Pull is how build pods pull BuildImage.
+	Pull jobimage.Pull
+	// CAConfigMap is the ConfigMap of CA bundles build pods trust beside the image's roots.
+	CAConfigMap string
 
 	// recorder announces builds started, published and failed (events.go); set up with the
 	// manager.
@@ -207,7 +212,7 @@ func (r *Reconciler) createJob(ctx context.Context, img *banlieuev1.VMImage, src
 	spec := jobSpec{
 		Image: img, Source: src, Kind: kind, Namespace: r.BuildNamespace, ContainerImage: r.BuildImage,
 		PVC: r.ArtifactsPVC, NodeSelector: r.NodeSelector, Tolerations: r.Tolerations, Limits: r.Limits,
-		Bounds: r.bounds(),
+		Bounds: r.bounds(), Pull: r.Pull, CAConfigMap: r.CAConfigMap,
 	}
 	// The Secret first: a pod started before it would wait for it (CreateContainerConfigError),
 	// and one started from an earlier Secret would build the previous source.

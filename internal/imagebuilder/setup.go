@@ -6,6 +6,7 @@ import (
 
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 // Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
@@ -24,6 +25,12 @@ type Options struct {
 	// Bounds are every build Job's deadline and resources (--build-deadline, --build-memory-limit
 	// and the other bound flags); without a deadline, jobbounds.DefaultBuild (Reconciler).
 	Bounds jobbounds.Bounds
+	// Pull is how build pods pull BuildImage (--build-image-pull-policy, --build-image-pull-secret).
+	Pull jobimage.Pull
+	// CAConfigMap names a ConfigMap in BuildNamespace whose every key is a PEM CA bundle the
+	// build trusts for https sources and registries, beside the image's roots
+	// (--build-ca-configmap); empty: the image's roots only.
+	CAConfigMap string
 }
 
 // Setup registers the build controller with mgr.
@@ -38,5 +45,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Tolerations:    opts.Tolerations,
 		Limits:         opts.Limits,
 		Bounds:         opts.Bounds,
+		Pull:           opts.Pull,
+		CAConfigMap:    opts.CAConfigMap,
 	}).SetupWithManager(mgr)
 }

@@ -9,6 +9,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 // Fixed shape of the provider pod (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
@@ -98,6 +99,13 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		args = append(args, "--build-toleration", FormatToleration(t))
 	}
 	args = append(args, opts.ImportBounds.Args("import")...)
+	// Import Jobs pull the class's image as the provider pod does; the secrets are looked up in
+	// the build namespace, where the Jobs run (ADR-0126).
+	pull := jobimage.Pull{Policy: class.Spec.Image.PullPolicy}
+	for _, s := range class.Spec.Image.PullSecrets {
+		pull.Secrets = append(pull.Secrets, s.Name)
+	}
+	args = append(args, pull.Args("import")...)
 	if l := class.Spec.Logging; l != nil {
 		if l.Level != "" {
 			args = append(args, "--log-level", l.Level)

@@ -14,6 +14,7 @@ import (
 
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 // jobValues set every limit and Job bound of the chart to something other than its default.
@@ -121,4 +122,44 @@ func setFlags(values []string) []string {
 		args = append(args, "--set", v)
 	}
 	return args
+}
+
+// TestChartBuildJobPull: image.pullPolicy and the build namespace's pull secrets and CA bundle
+// ConfigMap reach the imagebuilder's args (which set them on every build Job); left unset, the
+// chart renders none of these flags, as config/default does.
+func TestChartBuildJobPull(t *testing.T) {
+	helm := helmBinary(t)
+	parse := func(args []string) (jobimage.Pull, string) {
+		var pull jobimage.Pull
+		var ca string
+		fs := pflag.NewFlagSet("build", pflag.ContinueOnError)
+		fs.ParseErrorsAllowlist.UnknownFlags = true
+		pull.AddFlags(fs, "build")
+		fs.StringVar(&ca, "build-ca-configmap", "", "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("parsing %q: %v", args, err)
+		}
+		return pull, ca
+	}
+	for _, tt := range []struct {
+		name      string
+		rendering []byte
+		pull      jobimage.Pull
+		ca        string
+	}{
+		{"helm template (default values)", renderChart(t, helm), jobimage.Pull{}, ""},
+		{"kubectl kustomize config/default", renderKustomize(t), jobimage.Pull{}, ""},
+		{"helm template (pull and CA values set)", renderChart(t, helm, setFlags([]string{"image.pullPolicy=Never",
+			"imagebuilder.jobs.imagePullSecrets[0].name=regcred", "imagebuilder.jobs.imagePullSecrets[1].name=mirror",
+			"imagebuilder.jobs.caBundleConfigMap=mirror-ca"})...),
+			jobimage.Pull{Policy: "Never", Secrets: []string{"regcred", "mirror"}}, "mirror-ca"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := deploymentArgs(t, parseObjects(t, tt.rendering), "banlieue-imagebuilder")
+			pull, ca := parse(args)
+			if pull.Policy != tt.pull.Policy || !slices.Equal(pull.Secrets, tt.pull.Secrets) || ca != tt.ca {
+				t.Errorf("build Jobs pull %+v with CA ConfigMap %q, want %+v and %q (args %q)", pull, ca, tt.pull, tt.ca, args)
+			}
+		})
+	}
 }

@@ -36,16 +36,18 @@ type helmRelease struct {
 	values           []string
 }
 
-// installChart runs the guide's `helm install` and the one `helm upgrade --reuse-values` that
-// creates the ProviderClass, with banlieue's image already in the node (pull policy Never: no
-// registry is reachable). It uninstalls the release at the end of t.
-func installChart(t *testing.T, n node, image string) helmRelease {
+// installChart runs the guide's `helm install` of the release's chart tarball (make release) and
+// the one `helm upgrade --reuse-values` that creates the ProviderClass, with the release's image
+// already in the node (pull policy Never: no registry is reachable). The chart's default image is
+// the release's, so no image value is set. It uninstalls the release at the end of t.
+func installChart(t *testing.T, n node, extra ...string) helmRelease {
 	t.Helper()
-	repo, tag, _ := strings.Cut(image, ":")
+	chart := makeRelease(t).chart
 	r := helmRelease{helm: helmBinary(t), kubeconfig: filepath.Join(n.dir, "kubeconfig"),
-		values: []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		values: []string{"--set", "image.pullPolicy=Never",
 			// One node: ReadWriteOnce, as the single-node values the README's quick start uses.
 			"-f", filepath.Join(testenv.RepoRoot(), "examples", "helm", "values-single-node.yaml")}}
+	r.values = append(r.values, extra...)
 	ctx := t.Context()
 	// A control plane that installed the CRDs itself (hack/labcluster --crds, as hack/lab.sh
 	// starts it) holds them outside any release; the chart then installs without its own, as
@@ -70,7 +72,7 @@ func installChart(t *testing.T, n node, image string) helmRelease {
 
 	_, err = n.cs.CoreV1().Namespaces().Get(ctx, systemNS, metav1.GetOptions{})
 	createdNamespace := apierrors.IsNotFound(err)
-	out := r.run(t, append([]string{"install", "banlieue", chartDir(), "--namespace", systemNS, "--create-namespace"}, r.values...)...)
+	out := r.run(t, append([]string{"install", "banlieue", chart, "--namespace", systemNS, "--create-namespace"}, r.values...)...)
 	t.Cleanup(func() {
 		cmd := exec.Command(r.helm, "uninstall", "banlieue", "--namespace", systemNS, "--wait", "--timeout", "2m", "--kubeconfig", r.kubeconfig)
 		cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
@@ -85,7 +87,7 @@ func installChart(t *testing.T, n node, image string) helmRelease {
 		}
 	})
 	if strings.Contains(out, "--reuse-values") {
-		r.run(t, "upgrade", "banlieue", chartDir(), "--namespace", systemNS, "--reuse-values")
+		r.run(t, "upgrade", "banlieue", chart, "--namespace", systemNS, "--reuse-values")
 	}
 	return r
 }
@@ -103,8 +105,6 @@ func (r helmRelease) run(t *testing.T, args ...string) string {
 	t.Logf("helm %s in %v", args[0], time.Since(start).Round(time.Millisecond))
 	return string(out)
 }
-
-func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "banlieue") }
 
 // helmBinary is the pinned helm of hack/helm.sh.
 func helmBinary(t *testing.T) string {
@@ -142,6 +142,9 @@ func waitRolesReady(t *testing.T, n node) {
 			t.Fatalf("%s pod %s: node %q, ServiceAccount %q, token mounted %v; want node %s, ServiceAccount %s and its token",
 				role, p.Name, p.Spec.NodeName, p.Spec.ServiceAccountName, mountsServiceAccountToken(p.Spec.Containers[0]), n.name, name)
 		}
+		if got := p.Spec.Containers[0].Image; got != imageTag {
+			t.Fatalf("%s pod runs %s, want the release chart's default image %s", role, got, imageTag)
+		}
 		if p.Spec.Containers[0].ImagePullPolicy != corev1.PullNever {
 			t.Fatalf("%s pod pulls %s, want image.pullPolicy's Never", role, p.Spec.Containers[0].ImagePullPolicy)
 		}
@@ -153,8 +156,8 @@ func waitRolesReady(t *testing.T, n node) {
 // imagebuilder Deployments get Ready pods on the real node under their ServiceAccount tokens.
 func TestHelmInstallOnTheRealNode(t *testing.T) {
 	n := requireNode(t)
-	image := importImage(t)
-	installChart(t, n, image)
+	importImage(t)
+	installChart(t, n)
 	if err := n.client(t).Get(t.Context(), client.ObjectKey{Name: "libvirt"}, &banlieuev1.ProviderClass{}); err != nil {
 		t.Fatalf("ProviderClass libvirt after helm install and upgrade: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,9 +36,12 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// imageTag is fixed so repeated runs retag one image in the node's containerd instead of piling
-// up one per run.
-const imageTag = "registry.example/banlieue:node-test"
+// releaseVersion is fixed so repeated runs retag one image in the node's containerd instead of
+// piling up one per commit; hack/release.sh tags the image with it.
+const (
+	releaseVersion = "v0.0.0-node-test"
+	imageTag       = "registry.example/banlieue:" + releaseVersion
+)
 
 type node struct {
 	cs     kubernetes.Interface
@@ -88,20 +92,50 @@ func envOr(key, def string) string {
 	return def
 }
 
-// importImage builds banlieue's image the documented way and loads it into the node.
+// release is what `make release` writes (hack/release.sh), made once per test binary: the
+// chart tarball and the image tarball the suite installs, so the release artifacts themselves
+// go into the real cluster.
+type release struct {
+	dir, chart, image string
+}
+
+var (
+	releaseOnce sync.Once
+	releaseMade release
+	releaseErr  error
+)
+
+func makeRelease(t *testing.T) release {
+	t.Helper()
+	releaseOnce.Do(func() {
+		dir := filepath.Join(testenv.RepoRoot(), "bin", "node-test-release")
+		cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "release.sh"))
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "VERSION="+releaseVersion, "IMAGE="+imageTag, "DIST="+dir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			releaseErr = fmt.Errorf("hack/release.sh: %w\n%s", err, stderr.String())
+			return
+		}
+		releaseMade = release{dir: dir, chart: filepath.Join(dir, "banlieue-"+strings.TrimPrefix(releaseVersion, "v")+".tgz"),
+			image: filepath.Join(dir, "banlieue-image.tar")}
+	})
+	if releaseErr != nil {
+		t.Fatal(releaseErr)
+	}
+	return releaseMade
+}
+
+// importImage loads the release's image tarball into the node (hack/node.sh import) and returns
+// its reference, the chart's default image.
 func importImage(t *testing.T) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "hack/image.sh"), "import")
+	rel := makeRelease(t)
+	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "hack", "node.sh"), "import", rel.image)
 	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "IMAGE="+imageTag)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/image.sh import: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if got := lines[len(lines)-1]; got != imageTag {
-		t.Fatalf("hack/image.sh printed %q, want %q", got, imageTag)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/node.sh import %s: %v\n%s", rel.image, err, out)
 	}
 	return imageTag
 }

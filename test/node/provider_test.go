@@ -32,8 +32,8 @@ func TestProviderPodProbesTheLabHost(t *testing.T) {
 	if endpoint == "" {
 		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start (a lab from before the node's address is restarted by it) and source its env file")
 	}
-	image := importImage(t)
-	installChart(t, n, image)
+	importImage(t)
+	installChart(t, n)
 	waitRolesReady(t, n)
 	ctx := t.Context()
 	c := n.client(t)

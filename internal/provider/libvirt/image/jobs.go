@@ -12,6 +12,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 // Labels and annotations of an import Job.
@@ -39,6 +40,8 @@ type importJobSpec struct {
 	Tolerations    []corev1.Toleration
 	// Bounds are the Job's deadline and resources (--import-deadline, --import-memory-limit, ...).
 	Bounds jobbounds.Bounds
+	// Pull is the pull policy and secrets of the pod (--import-image-pull-policy, ...).
+	Pull jobimage.Pull
 }
 
 // importJob is the import Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host".
@@ -59,7 +62,7 @@ func importJob(s importJobSpec) *batchv1.Job {
 		"--volume-name", s.Volume,
 		"--checksum", artifact.Checksum,
 	}
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ImportJobName(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool),
@@ -125,6 +128,8 @@ func importJob(s importJobSpec) *batchv1.Job {
 			},
 		},
 	}
+	s.Pull.Apply(&job.Spec.Template.Spec)
+	return job
 }
 
 // artifactPath is where the artifact appears inside the import pod. Cleaning it as an absolute

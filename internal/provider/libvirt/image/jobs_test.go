@@ -15,6 +15,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 func TestImportJobManifest(t *testing.T) {
@@ -227,5 +228,23 @@ func TestUnsetBoundsAreTheDefaults(t *testing.T) {
 	set := jobbounds.Bounds{Deadline: time.Hour, MemoryLimit: resource.MustParse("1Gi")}
 	if got := (&Reconciler{Bounds: set}).bounds().Args("import"); !slices.Equal(got, set.Args("import")) {
 		t.Errorf("set: %q, want %q", got, set.Args("import"))
+	}
+}
+
+// TestImportJobPull: the provider's pull policy and pull secrets (the ProviderClass's, forwarded
+// by the operator) reach the import pod; without them it keeps Kubernetes' defaults.
+func TestImportJobPull(t *testing.T) {
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos", UID: "u1"}}
+	img.Status.BuildArtifact = &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "kairos.raw",
+		Checksum: "sha256:ab", PVCRef: &banlieuev1.LocalObjectReference{Name: "banlieue-artifacts"}}
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-7", Namespace: "banlieue-system"}}
+	plain := importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v"}).Spec.Template.Spec
+	if plain.Containers[0].ImagePullPolicy != "" || plain.ImagePullSecrets != nil {
+		t.Errorf("without pull settings: policy %q, secrets %v", plain.Containers[0].ImagePullPolicy, plain.ImagePullSecrets)
+	}
+	pod := importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "v",
+		Pull: jobimage.Pull{Policy: corev1.PullNever, Secrets: []string{"regcred"}}}).Spec.Template.Spec
+	if pod.Containers[0].ImagePullPolicy != corev1.PullNever || !slices.Equal(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("pull policy %q, secrets %v; want Never and regcred", pod.Containers[0].ImagePullPolicy, pod.ImagePullSecrets)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/naming"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
@@ -63,6 +64,8 @@ type Reconciler struct {
 	// Bounds are every import Job's deadline and resources; without a deadline (a Reconciler
 	// made by a test or bench), jobbounds.DefaultImport.
 	Bounds jobbounds.Bounds
+	// Pull is how import pods pull ImportImage.
+	Pull jobimage.Pull
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -274,7 +277,7 @@ func (r *Reconciler) importJob(img *banlieuev1.VMImage, p *banlieuev1.Provider, 
 	return importJob(importJobSpec{
 		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
 		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
-		Bounds: r.bounds(),
+		Bounds: r.bounds(), Pull: r.Pull,
 	})
 }
 

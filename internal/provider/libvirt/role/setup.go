@@ -15,6 +15,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/jobimage"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
@@ -37,6 +38,9 @@ type Options struct {
 	// ImportBounds are every import Job's deadline and resources (--import-deadline and the
 	// other bound flags); without a deadline, jobbounds.DefaultImport (image.Reconciler).
 	ImportBounds jobbounds.Bounds
+	// ImportPull is how import pods pull ImportImage (--import-image-pull-policy,
+	// --import-image-pull-secret).
+	ImportPull jobimage.Pull
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
@@ -102,6 +106,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		Tolerations:          opts.Tolerations,
 		WatchJobs:            watchJobs,
 		Bounds:               opts.ImportBounds,
+		Pull:                 opts.ImportPull,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

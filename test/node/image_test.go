@@ -1,0 +1,377 @@
+//go:build node
+
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
+	"banlieue.io/banlieue/pkg/libvirt"
+)
+
+const (
+	buildNS = "banlieue-imagebuild"
+	// artifactsDir backs the artifacts PVC with a local PersistentVolume on the node, under the
+	// node's own state directory (hack/node.sh down and hack/node-test.sh remove it).
+	artifactsDir = "artifacts"
+	// sourceCA is the ConfigMap of the guide's trust option (--build-ca-configmap).
+	sourceCA = "node-test-source-ca"
+)
+
+// TestGuideImageFlowOnTheRealNode follows docs/guides/libvirt-provider.md, "6. Get an image
+// onto the host", with nothing started by hand: the release's chart with the trust option for
+// a private CA (imagebuilder.jobs.caBundleConfigMap) and the allow-list for the source's
+// network; a VMImage of kind Url served over https from 10.244.0.1 → the build Job's pod writes
+// the artifact to the artifacts PVC, a real local PersistentVolume on the node → one import Job
+// pod per pool, with the guide's name and backoffLimit 1, under the Provider's import
+// ServiceAccount token → the guide's kubectl commands print what the guide shows → a
+// VirtualMachine of examples/17's shape (the tiny guest) → its domain runs on the lab host.
+func TestGuideImageFlowOnTheRealNode(t *testing.T) {
+	n := requireNode(t)
+	lab := testenv.RequireLibvirtLab(t)
+	endpoint := os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
+	if endpoint == "" {
+		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start and source its env file")
+	}
+	start := time.Now()
+	guest := guestImage(t)
+	caPEM, baseURL := httpsSource(t, filepath.Dir(guest))
+
+	importImage(t)
+	artifactsPV(t, n)
+	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
+		"--set", "imagebuilder.limits.allowNetworks={10.244.0.1/32}")
+	waitRolesReady(t, n)
+	ctx := t.Context()
+	c := n.client(t)
+	t.Logf("release installed and Ready after %v", time.Since(start).Round(time.Second))
+
+	// The trust option as the guide gives it: a ConfigMap of CA bundles in the build namespace.
+	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sourceCA, Namespace: buildNS},
+		Data: map[string]string{"ca.crt": string(caPEM)}})
+
+	host := labhost.Dial(t, lab)
+	pool := "node-" + testenv.RunID()
+	labhost.CreatePool(ctx, t, host, lab, pool)
+	const provider, secret, ca = "lab-host", "libvirt-lab-creds", "libvirt-lab-ca"
+	creds, err := lab.Credentials(systemNS, secret, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab.Endpoint = endpoint
+	p := lab.Provider(systemNS, provider, secret, ca, banlieuev1.ProviderCapabilities{
+		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": pool}}},
+	})
+	for _, o := range append(creds, p) {
+		create(t, c, o)
+	}
+
+	// The image, the class, the user-data and the machine of examples/17, with the tiny guest.
+	const imageName, vmName = "node-guest", "node-vm-01"
+	img := &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: imageName},
+		Spec: banlieuev1.VMImageSpec{
+			OSFamily: "linux", OSDistribution: "busybox", OSVersion: "1.35", Architecture: "amd64", GuestAgent: "cloud-init",
+			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, Ref: imageName,
+				ImportFrom: baseURL + "/guest.raw"}},
+			Template: &banlieuev1.VMImageTemplate{InstallMode: "immediate"},
+		},
+	}
+	class := &banlieuev1.VMClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-tiny"},
+		Spec: banlieuev1.VMClassSpec{
+			Firmware: "efi",
+			Hardware: banlieuev1.ClassHardware{CPUs: 1, MemoryMiB: 256,
+				Disks: []banlieuev1.ClassDisk{{Name: "os", SizeGiB: 1, StorageClass: "standard"}}},
+		},
+	}
+	userData := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: vmName + "-user-data", Namespace: systemNS},
+		Data: map[string]string{"user-data": "#cloud-config\nhostname: ${VM_NAME}\n"}}
+	vm := &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: vmName, Namespace: systemNS},
+		Spec: banlieuev1.VirtualMachineSpec{
+			ClassRef: banlieuev1.LocalObjectReference{Name: class.Name}, ImageRef: banlieuev1.LocalObjectReference{Name: imageName},
+			DesiredPowerState: banlieuev1.PoweredOn, MigrationPolicy: "never",
+			UserData: &banlieuev1.UserDataSource{ConfigMapRef: &banlieuev1.KeySelector{Name: userData.Name}},
+		},
+	}
+	create(t, c, img)
+
+	// The build Job's pod: on the node, writing the artifact to the PVC.
+	var built banlieuev1.VMImage
+	testenv.Eventually(t, 5*time.Minute, "VMImage "+imageName+" buildArtifact Ready", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: imageName}, &built); err != nil {
+			return err
+		}
+		a := built.Status.BuildArtifact
+		if a != nil && a.Phase == banlieuev1.BuildFailed {
+			t.Fatalf("build failed: %+v; pods: %s", *a, podStates(ctx, n, buildNS))
+		}
+		return testenv.Unmet(a != nil && a.Phase == banlieuev1.BuildReady, fmt.Sprintf("buildArtifact %+v; pods: %s", a, podStates(ctx, n, buildNS)))
+	})
+	a := built.Status.BuildArtifact
+	want := testenv.FileSHA256(t, guest)
+	if a.Checksum != "sha256:"+want || a.File != imageName+".raw" {
+		t.Fatalf("buildArtifact %+v, want %s.raw with sha256:%s", *a, imageName, want)
+	}
+	if got := testenv.FileSHA256(t, filepath.Join(n.dir, artifactsDir, a.File)); got != want {
+		t.Errorf("the artifact on the PersistentVolume has sha256 %s, want %s", got, want)
+	}
+	buildPod := jobPod(t, n, "build-"+imageName)
+	if buildPod.Spec.NodeName != n.name || buildPod.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("build pod %s: node %q, phase %s; want %s, Succeeded", buildPod.Name, buildPod.Spec.NodeName, buildPod.Status.Phase, n.name)
+	}
+	t.Logf("built %s (%d bytes) after %v", a.File, a.SizeBytes, time.Since(start).Round(time.Second))
+
+	// The import: one Job per pool, the guide's name, backoffLimit 1, the import account.
+	var imported banlieuev1.VMImage
+	testenv.Eventually(t, 5*time.Minute, "VMImage "+imageName+" imported", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: imageName}, &imported); err != nil {
+			return err
+		}
+		for _, r := range imported.Status.PerProvider {
+			if r.ProviderName == provider && r.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("perProvider %+v; pods: %s", imported.Status.PerProvider, podStates(ctx, n, buildNS))
+	})
+	jobs, err := n.cs.BatchV1().Jobs(buildNS).List(ctx, metav1.ListOptions{
+		LabelSelector: banlieuev1.LabelVMImage + "=" + imageName + "," + banlieuev1.LabelComponent + "=libvirt-import"})
+	if err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("import Jobs: %v (%d, want one per pool)", err, len(jobs.Items))
+	}
+	job := jobs.Items[0]
+	if !strings.HasPrefix(job.Name, "import-"+imageName+"-"+provider+"-") || job.Labels[banlieuev1.LabelStoragePool] != pool ||
+		*job.Spec.BackoffLimit != 1 || !jobComplete(&job) {
+		t.Errorf("import Job %s: pool %q, backoffLimit %d, complete %v; want import-%s-%s-<pool>-<hash>, pool %s, 1, true",
+			job.Name, job.Labels[banlieuev1.LabelStoragePool], *job.Spec.BackoffLimit, jobComplete(&job), imageName, provider, pool)
+	}
+	importPod := jobPod(t, n, job.Name)
+	if sa := importPod.Spec.ServiceAccountName; !strings.HasSuffix(sa, "-import") || !mountsServiceAccountToken(importPod.Spec.Containers[0]) ||
+		importPod.Spec.NodeName != n.name {
+		t.Errorf("import pod %s: ServiceAccount %q, token mounted %v, node %q; want the Provider's import account with its token on %s",
+			importPod.Name, sa, mountsServiceAccountToken(importPod.Spec.Containers[0]), importPod.Spec.NodeName, n.name)
+	}
+	t.Logf("imported into %s by %s after %v", pool, job.Name, time.Since(start).Round(time.Second))
+
+	// The guide's own commands.
+	out := kubectl(t, n, "-n", buildNS, "get", "jobs", "-l", banlieuev1.LabelVMImage+"="+imageName)
+	t.Logf("$ kubectl -n %s get jobs -l %s=%s\n%s", buildNS, banlieuev1.LabelVMImage, imageName, out)
+	for _, want := range []string{"NAME", "STATUS", "COMPLETIONS", "build-" + imageName, job.Name, "Complete", "1/1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get jobs printed no %q:\n%s", want, out)
+		}
+	}
+	out = kubectl(t, n, "get", "vmimage", imageName, "-o", "jsonpath={.status.perProvider[*].zones[*]}")
+	t.Logf("$ kubectl get vmimage %s -o jsonpath='{.status.perProvider[*].zones[*]}'\n%s", imageName, out)
+	if !strings.Contains(out, `"name":"`+pool+`"`) || !strings.Contains(out, `"ready":true`) {
+		t.Errorf("the zones jsonpath printed %q, want pool %s ready", out, pool)
+	}
+	if out := kubectl(t, n, "-n", buildNS, "logs", "job/"+job.Name); strings.TrimSpace(out) == "" {
+		t.Errorf("kubectl logs of the import Job printed nothing")
+	}
+
+	// The machine.
+	for _, o := range []client.Object{class, userData, vm} {
+		create(t, c, o)
+	}
+	domain := systemNS + "-" + vmName
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = c.Delete(ctx, vm)
+		testenv.Eventually(t, 2*time.Minute, "VirtualMachine "+vmName+" deleted", func() error {
+			err := c.Get(ctx, client.ObjectKeyFromObject(vm), &banlieuev1.VirtualMachine{})
+			return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
+		})
+		labhost.RemoveDomains(ctx, labhost.Dial(t, lab), domain)
+	})
+	testenv.Eventually(t, 5*time.Minute, "VirtualMachine "+vmName+" Ready", func() error {
+		var got banlieuev1.VirtualMachine
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+			return err
+		}
+		return testenv.Unmet(meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionReady),
+			fmt.Sprintf("conditions %+v", got.Status.Conditions))
+	})
+	dom, err := host.DomainLookupByName(ctx, domain)
+	if err != nil {
+		t.Fatalf("domain %s on the lab host: %v", domain, err)
+	}
+	if st, _, err := host.DomainState(ctx, dom); err != nil || st != libvirt.DomainRunning {
+		t.Fatalf("domain %s: state %v (%v), want running", domain, st, err)
+	}
+	t.Logf("domain %s running on the lab host %v after the VMImage was created", domain, time.Since(start).Round(time.Second))
+}
+
+// create creates o and, when t ends, deletes it and waits until it is gone: a Provider's
+// workload and a VMImage's finalizer are the release's to remove before helm uninstall runs
+// (cleanups run last first).
+func create(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(t.Context(), o); err != nil {
+		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = c.Delete(ctx, o)
+		key := client.ObjectKeyFromObject(o)
+		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%T %s deleted", o, key), func() error {
+			err := c.Get(ctx, key, o.DeepCopyObject().(client.Object))
+			return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
+		})
+	})
+}
+
+// guestImage is the tiny guest of hack/test-guest-image.sh (built once, cached).
+func guestImage(t *testing.T) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "hack", "test-guest-image.sh")).Output()
+	if err != nil {
+		t.Fatalf("hack/test-guest-image.sh: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return filepath.Join(lines[len(lines)-1], "guest.raw")
+}
+
+// httpsSource serves dir over https on the node's bridge address, where pods reach the host,
+// with hack/labsource (as hack/lab.sh up serves its guest): a certificate from a CA of its own,
+// which no system trusts. It returns the CA's PEM and the base URL.
+func httpsSource(t *testing.T, dir string) ([]byte, string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "labsource")
+	build := exec.Command("go", "build", "-o", bin, "./hack/labsource")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./hack/labsource: %v\n%s", err, out)
+	}
+	pki := t.TempDir()
+	cmd := exec.Command(bin, "--dir", dir, "--listen", net.JoinHostPort(nodeIP, "0"), "--pki", pki)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("hack/labsource printed no address: %v", err)
+	}
+	base, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caPEM, base
+}
+
+// nodeIP is hack/node.sh's bridge address, the node IP: the host as pods reach it.
+const nodeIP = "10.244.0.1"
+
+// artifactsPV gives the chart's artifacts PVC a local PersistentVolume on the node, pre-bound
+// to the claim, under the node's state directory. The build pod's fsGroup makes it writable
+// for the non-root build (the local volume plugin applies fsGroup, as a provisioner's would).
+func artifactsPV(t *testing.T, n node) {
+	t.Helper()
+	dir := filepath.Join(n.dir, artifactsDir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-node-artifacts"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: buildNS, Name: "banlieue-artifacts"},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{n.name}}},
+			}}}},
+		},
+	}
+	ctx := t.Context()
+	_ = n.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
+	testenv.Eventually(t, 30*time.Second, "an earlier PersistentVolume "+pv.Name+" gone", func() error {
+		_, err := n.cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
+	})
+	if _, err := n.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PersistentVolume %s: %v", pv.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = n.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
+		_ = os.RemoveAll(dir)
+	})
+}
+
+// jobPod is the last pod of the Job name in the build namespace.
+func jobPod(t *testing.T, n node, name string) corev1.Pod {
+	t.Helper()
+	pods, err := n.cs.CoreV1().Pods(buildNS).List(t.Context(), metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("pods of Job %s: %v (%d)", name, err, len(pods.Items))
+	}
+	return pods.Items[len(pods.Items)-1]
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// kubectl runs the envtest kubectl (hack/envtest-assets.sh) with the node's kubeconfig, as the
+// guide's commands run.
+func kubectl(t *testing.T, n node, args ...string) string {
+	t.Helper()
+	assets, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "envtest-assets.sh")).Output()
+	if err != nil {
+		t.Fatalf("hack/envtest-assets.sh: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(assets)), "\n")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), filepath.Join(lines[len(lines)-1], "kubectl"), append([]string{"--kubeconfig", filepath.Join(n.dir, "kubeconfig")}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
