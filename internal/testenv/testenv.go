@@ -51,7 +51,20 @@ func RepoRoot() string {
 func Start(t testing.TB) *Env {
 	t.Helper()
 	RequireAssets(t)
-	e, err := start()
+	e, err := start(nil)
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Stop() })
+	return e
+}
+
+// StartAggregating is Start with the API server's front proxy configured, so it forwards
+// requests to aggregated API servers (APIServices) as a real cluster's does (frontproxy.go).
+func StartAggregating(t testing.TB) *Env {
+	t.Helper()
+	RequireAssets(t)
+	e, err := start(configureFrontProxy)
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
@@ -68,7 +81,7 @@ func StartProgram() (*Env, error) {
 			return nil, err
 		}
 	}
-	return start()
+	return start(nil)
 }
 
 // Stop stops the API server and etcd of StartProgram and removes their files.
@@ -78,7 +91,9 @@ func (e *Env) Stop() error {
 	return err
 }
 
-func start() (*Env, error) {
+// start starts the API server; configure, when not nil, adds to its flags, with the
+// certificate directory to write files into.
+func start(configure func(apiServer *envtest.APIServer, certDir string) error) (*Env, error) {
 	// The API server's certificates go in a directory of ours rather than one envtest allocates:
 	// envtest deletes its own directory on APIServer.Stop and mints a new serving CA on the next
 	// Start, so after RestartAPIServer Config (and every client built from it) would no longer
@@ -97,6 +112,12 @@ func start() (*Env, error) {
 	// theirs open: without a grace period that ends them, a stop under running controllers
 	// outlasted envtest's 20 s StopTimeout and was killed.
 	env.ControlPlane.APIServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	if configure != nil {
+		if err := configure(env.ControlPlane.APIServer, certDir); err != nil {
+			_ = os.RemoveAll(certDir)
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
