@@ -9,6 +9,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/console"
 )
 
 // Fixed shape of the provider pod (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
@@ -65,6 +66,7 @@ func container(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workload
 		WithPorts(
 			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(metricsPort).WithProtocol(corev1.ProtocolTCP),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(healthPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("console").WithContainerPort(console.ProviderPort).WithProtocol(corev1.ProtocolTCP),
 		).
 		WithLivenessProbe(probe("/livez", 10, 30, 3)).
 		WithReadinessProbe(probe("/readyz", 2, 5, 2)).

@@ -59,7 +59,8 @@ func TestDeploymentPod(t *testing.T) {
 	if !reflect.DeepEqual(c.Env, wantEnv) {
 		t.Errorf("env %+v", c.Env)
 	}
-	wantPorts := []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "health", ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
+	wantPorts := []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "health", ContainerPort: 8081, Protocol: corev1.ProtocolTCP},
+		{Name: "console", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}}
 	if !reflect.DeepEqual(c.Ports, wantPorts) {
 		t.Errorf("ports %+v", c.Ports)
 	}

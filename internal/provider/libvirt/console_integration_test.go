@@ -83,7 +83,7 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	relay := &console.Relay{
 		Tokens:  &console.ServiceAccountTokens{Client: relayClient, ServiceAccount: types.NamespacedName{Namespace: testNamespace, Name: relayAccount}},
 		Address: func(*banlieuev1.Provider) (string, error) { return providerAddr, nil },
-		TLS:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the provider's certificate is self-signed, as in production (docs/security.md, "Console")
+		TLS:     console.ProviderTLS(),
 	}
 	aggregated := startAggregatedAPI(ctx, t, env, &console.Server{Reader: relayClient, Client: relayClient, Relay: relay})
 
