@@ -88,7 +88,7 @@ the session; the guest keeps running.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Connected to %s/%s; escape character is ^]\r\n", vm.Namespace, vm.Name)
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "Connected to %s/%s; escape character is ^]\r\n", vm.Namespace, vm.Name)
 			restore, err := rawTerminal(os.Stdin)
 			if err != nil {
 				_ = con.Close()
@@ -96,7 +96,7 @@ the session; the guest keeps running.`,
 			}
 			defer restore()
 			err = console.Attach(cmd.Context(), con, os.Stdin, cmd.OutOrStdout())
-			fmt.Fprint(cmd.ErrOrStderr(), "\r\n")
+			_, _ = fmt.Fprint(cmd.ErrOrStderr(), "\r\n") // the terminal prompt starts on its own line
 			return err
 		},
 	}
@@ -164,8 +164,8 @@ func specCommand(u *userFlags, use, short string, patch func(now time.Time) ([]b
 			if err := c.Patch(ctx, vm, client.RawPatch(types.MergePatchType, data)); err != nil {
 				return fmt.Errorf("%s %s/%s: %w", use, ns, args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "virtualmachine.banlieue.io/%s patched (%s)\n", args[0], data)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "virtualmachine.banlieue.io/%s patched (%s)\n", args[0], data)
+			return err
 		},
 	}
 }

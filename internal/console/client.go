@@ -90,7 +90,7 @@ func statusError(vm types.NamespacedName, resp *http.Response) error {
 // prints goes to out, until the guest side ends or in gives EscapeByte (which is not sent).
 // in should be a terminal in raw mode, so each key travels as typed.
 func Attach(ctx context.Context, con io.ReadWriteCloser, in io.Reader, out io.Writer) error {
-	defer con.Close()
+	defer func() { _ = con.Close() }() // the session is over either way; its end was reported
 	fromGuest := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(out, con)

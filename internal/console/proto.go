@@ -109,7 +109,7 @@ func Hijack(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
 // Splice copies a to b and b to a until either side ends or ctx is done, then closes both.
 func Splice(ctx context.Context, a io.ReadWriteCloser, aIn io.Reader, b io.ReadWriteCloser, bIn io.Reader) {
 	var once sync.Once
-	closeBoth := func() { once.Do(func() { a.Close(); b.Close() }) }
+	closeBoth := func() { once.Do(func() { _, _ = a.Close(), b.Close() }) } // hanging up: nothing is left to flush
 	stop := context.AfterFunc(ctx, closeBoth)
 	defer stop()
 	done := make(chan struct{}, 2)

@@ -43,7 +43,7 @@ type Relay struct {
 func ServiceAddress(p *banlieuev1.Provider) (string, error) {
 	w := p.Status.Workload
 	if w == nil || w.DeploymentName == "" {
-		return "", fmt.Errorf("Provider %s/%s has no workload yet (status.workload is empty)", p.Namespace, p.Name)
+		return "", fmt.Errorf("the Provider %s/%s has no workload yet (status.workload is empty)", p.Namespace, p.Name)
 	}
 	return net.JoinHostPort(w.DeploymentName+"."+w.Namespace+".svc", fmt.Sprint(ProviderPort)), nil
 }

@@ -452,4 +452,3 @@ func (term *terminal) waitFor(t *testing.T, s string, timeout time.Duration) {
 		return nil
 	})
 }
-
