@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -20,6 +22,9 @@ const (
 	nonRootID          = 65532
 	terminationSeconds = 30
 )
+
+// controllerServiceAccount is the controller's account, which the chart and config/rbac name.
+const controllerServiceAccount = "banlieue-controller"
 
 // defaultResources apply when the class sets none.
 var defaultResources = corev1.ResourceRequirements{
@@ -95,6 +100,8 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		"--leader-election-namespace", workloadNs,
 		"--import-image", imageRef(class.Spec.Image),
 		"--import-service-account", importName(name),
+		// The console relay is the controller, in the operator's namespace (ADR-0140).
+		"--console-relay", "system:serviceaccount:" + cmp.Or(opts.Namespace, DefaultNamespace) + ":" + controllerServiceAccount,
 	}
 	for _, t := range opts.BuildTolerations {
 		args = append(args, "--build-toleration", FormatToleration(t))
