@@ -74,7 +74,7 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	env.Create(ctx, t, m)
 	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 2*time.Minute, machineReady)
 	t.Logf("machine running %v after it was created", time.Since(start).Round(time.Millisecond))
-	vm := s.virtualMachineFor(ctx, t, m)
+	vm := env.VirtualMachineFor(ctx, t, client.ObjectKeyFromObject(m))
 
 	provider := types.NamespacedName{Namespace: testNamespace, Name: "lab"}
 	providerAddr := serveConsole(ctx, t, "127.0.0.1:0", selfSigned(t), &ConsoleServer{
@@ -141,12 +141,13 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 		}
 		t.Logf("refused: %v", err)
 		// bob may read the VM: the refusal is the subresource's alone.
-		var got banlieuev1.VirtualMachine
 		c, err := client.New(bob, client.Options{Scheme: env.Client.Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		testenv.Allowed(t, "bob gets the VirtualMachine", c.Get(ctx, vm, &got))
+		got := &metav1.PartialObjectMetadata{}
+		got.SetGroupVersionKind(banlieuev1.GroupVersion.WithKind("VirtualMachine"))
+		testenv.Allowed(t, "bob gets the VirtualMachine", c.Get(ctx, vm, got))
 	})
 
 	// Straight to the aggregated server, as the API server would speak to it, or as a pod that
@@ -251,22 +252,6 @@ func (s *machineSuite) createGuestPool(ctx context.Context, t *testing.T) {
 	if err := s.host.StorageVolUploadSparse(ctx, vol, src, nil); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// virtualMachineFor is the VirtualMachine the controller would have made m for, with the
-// status.infrastructureRef the relay follows.
-func (s *machineSuite) virtualMachineFor(ctx context.Context, t *testing.T, m *infrav1.LibvirtMachine) types.NamespacedName {
-	t.Helper()
-	vm := &banlieuev1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name},
-		Spec:       banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: "small"}, ImageRef: banlieuev1.LocalObjectReference{Name: s.pool}},
-	}
-	s.env.Create(ctx, t, vm)
-	vm.Status.InfrastructureRef = &banlieuev1.InfrastructureReference{APIGroup: infrav1.GroupVersion.Group, Kind: "LibvirtMachine", Name: m.Name, Namespace: m.Namespace}
-	if err := s.env.Client.Status().Update(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	return client.ObjectKeyFromObject(vm)
 }
 
 // installRelayAccount creates the controller's ServiceAccount with the installed controller
