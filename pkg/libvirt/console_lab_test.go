@@ -85,9 +85,12 @@ func TestLabConsoleRoundTrip(t *testing.T) {
 		t.Fatalf("a call while the console is open: %v", err)
 	}
 
-	if _, err := c.OpenConsole(ctx, dom, "", 0); err == nil {
-		t.Fatal("a second console session was opened without ConsoleForce")
+	_, err = c.OpenConsole(ctx, dom, "", 0)
+	var busy *Error
+	if !errors.As(err, &busy) || busy.Code != ErrOperationFailed {
+		t.Fatalf("a second session without ConsoleForce: %v, want libvirtd's error %d (a session holds the console)", err, ErrOperationFailed)
 	}
+	t.Logf("second session refused: %v", err)
 	forced, err := c.OpenConsole(ctx, dom, "", ConsoleForce)
 	if err != nil {
 		t.Fatalf("forced console: %v", err)
