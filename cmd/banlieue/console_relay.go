@@ -25,7 +25,7 @@ type consoleRelayOptions struct {
 func (o *consoleRelayOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVar(&o.port, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", 0),
-		"port of the console relay, the aggregated API the kube-apiserver forwards `banlieue console` to; 0 (the default) turns it off (env BANLIEUE_CONSOLE_PORT)")
+		"port of the console relay, the aggregated API the kube-apiserver forwards banlieue console sessions to; 0 (the default) turns it off (env BANLIEUE_CONSOLE_PORT)")
 	f.StringVar(&o.certDir, "console-cert-dir", envOr("BANLIEUE_CONSOLE_CERT_DIR", "/etc/banlieue/console"),
 		"directory holding the relay's serving certificate, tls.crt and tls.key, that the APIService's caBundle vouches for (env BANLIEUE_CONSOLE_CERT_DIR)")
 	f.StringVar(&o.serviceAccount, "console-service-account", envOr("POD_NAMESPACE", "banlieue-system")+"/"+envOr("POD_SERVICE_ACCOUNT", "banlieue-controller"),
