@@ -10,7 +10,11 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+	root := newRootCommand()
+	if isPlugin(os.Args[0]) {
+		root = newPluginCommand()
+	}
+	if err := root.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
@@ -25,7 +29,11 @@ the hosts and realises real machines. Each role of the operator is a subcommand 
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	users := &userFlags{}
+	console := newConsoleCommand(users)
+	users.add(console)
 	root.AddCommand(
+		console,
 		newControllerCommand(),
 		newOperatorCommand(),
 		newProviderCommand(),

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/console"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/operator"
@@ -26,6 +27,8 @@ type providerLibvirtOptions struct {
 	importBounds         jobbounds.Bounds
 	importPull           jobimage.Pull
 	machineWorkers       int
+	consolePort          int
+	consoleRelay         string
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
@@ -43,6 +46,8 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportBounds:         po.importBounds,
 			ImportPull:           po.importPull,
 			MachineWorkers:       po.machineWorkers,
+			ConsolePort:          po.consolePort,
+			ConsoleRelay:         po.consoleRelay,
 		}
 	}
 	r.customize = func(o *manager.Options, opts app.Options) {
@@ -86,6 +91,10 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
 	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
 		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
+	f.IntVar(&po.consolePort, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", console.ProviderPort),
+		"port of the console endpoint the console relay calls (ADR-0140); 0 turns it off (env BANLIEUE_CONSOLE_PORT)")
+	f.StringVar(&po.consoleRelay, "console-relay", envOr("BANLIEUE_CONSOLE_RELAY", "system:serviceaccount:banlieue-system:banlieue-controller"),
+		"the only user whose console tokens the endpoint accepts: the controller's ServiceAccount (env BANLIEUE_CONSOLE_RELAY)")
 	po.importBounds.AddFlags(f, "import")
 	po.importPull.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())

@@ -70,14 +70,20 @@ func (r *role) command(use, short string) *cobra.Command {
 
 func newControllerCommand() *cobra.Command {
 	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
+	var co consoleRelayOptions
 	r.customize = func(o *manager.Options, _ app.Options) { o.Cache.ByObject = controller.CacheByObject() }
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
 		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace}); err != nil {
 			return err
 		}
-		return pool.Setup(mgr, pool.Options{Namespace: opts.Namespace})
+		if err := pool.Setup(mgr, pool.Options{Namespace: opts.Namespace}); err != nil {
+			return err
+		}
+		return co.setup(mgr)
 	}
-	return r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
+	cmd := r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
+	co.addFlags(cmd)
+	return cmd
 }
 
 func newProviderCommand() *cobra.Command {

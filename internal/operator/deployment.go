@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -10,6 +12,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobimage"
+	"banlieue.io/banlieue/internal/console"
 )
 
 // Fixed shape of the provider pod (docs/guides/libvirt-provider.md, "5. What the operator creates for it").
@@ -20,6 +23,9 @@ const (
 	nonRootID          = 65532
 	terminationSeconds = 30
 )
+
+// controllerServiceAccount is the controller's account, which the chart and config/rbac name.
+const controllerServiceAccount = "banlieue-controller"
 
 // defaultResources apply when the class sets none.
 var defaultResources = corev1.ResourceRequirements{
@@ -66,6 +72,7 @@ func container(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workload
 		WithPorts(
 			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(metricsPort).WithProtocol(corev1.ProtocolTCP),
 			corev1ac.ContainerPort().WithName("health").WithContainerPort(healthPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("console").WithContainerPort(console.ProviderPort).WithProtocol(corev1.ProtocolTCP),
 		).
 		WithLivenessProbe(probe("/livez", 10, 30, 3)).
 		WithReadinessProbe(probe("/readyz", 2, 5, 2)).
@@ -94,6 +101,8 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		"--leader-election-namespace", workloadNs,
 		"--import-image", imageRef(class.Spec.Image),
 		"--import-service-account", importName(name),
+		// The console relay is the controller, in the operator's namespace (ADR-0140).
+		"--console-relay", "system:serviceaccount:" + cmp.Or(opts.Namespace, DefaultNamespace) + ":" + controllerServiceAccount,
 	}
 	for _, t := range opts.BuildTolerations {
 		args = append(args, "--build-toleration", FormatToleration(t))

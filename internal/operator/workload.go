@@ -1,14 +1,17 @@
 package operator
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/console"
 )
 
 // workload is every object of one Provider's workload, as it is applied.
@@ -26,7 +29,10 @@ type workload struct {
 	buildRoleBinding   *rbacv1ac.RoleBindingApplyConfiguration
 	clusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
 	// userData are the user-data grants, a Role and RoleBinding per namespace (userDataObjects).
-	userData   []applyObject
+	userData []applyObject
+	// service fronts the provider's console endpoint for the console relay, which finds it by
+	// the Deployment's name (ADR-0140).
+	service    *corev1ac.ServiceApplyConfiguration
 	deployment *appsv1ac.DeploymentApplyConfiguration
 }
 
@@ -83,7 +89,12 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 			WithLabels(lbls).WithAnnotations(ann).
 			WithRoleRef(roleRef("ClusterRole", providerClusterRole(class.Spec.Backend))).
 			WithSubjects(sa),
-		userData:   userDataObjects(p, name, lbls, ann, sa, userDataGrants),
+		userData: userDataObjects(p, name, lbls, ann, sa, userDataGrants),
+		service: withOwner(corev1ac.Service(name, wns).WithLabels(lbls).WithAnnotations(ann), p, wns).
+			WithSpec(corev1ac.ServiceSpec().
+				WithSelector(selectorLabels(p, class)).
+				WithPorts(corev1ac.ServicePort().WithName("console").WithPort(console.ProviderPort).
+					WithTargetPort(intstr.FromString("console")).WithProtocol(corev1.ProtocolTCP))),
 		deployment: deployment(p, class, wns, opts),
 	}
 }
@@ -93,7 +104,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 func (w workload) objects() []applyObject {
 	objs := []applyObject{w.serviceAccount, w.importAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
 		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding}
-	return append(append(objs, w.userData...), w.deployment)
+	return append(append(objs, w.userData...), w.service, w.deployment)
 }
 
 // ownable is an apply configuration that takes owner references.

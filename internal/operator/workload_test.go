@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -67,6 +68,7 @@ func TestWorkloadObjects(t *testing.T) {
 				{"Role", "banlieue-imagebuild", wl + "-build", false},
 				{"RoleBinding", "banlieue-imagebuild", wl + "-build", false},
 				{"ClusterRoleBinding", "", wl, false},
+				{"Service", tt.wantNs, wl, tt.wantOwnedWorkload},
 				{"Deployment", tt.wantNs, wl, tt.wantOwnedWorkload},
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -95,7 +97,12 @@ func TestWorkloadObjects(t *testing.T) {
 				crb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "banlieue-provider-libvirt"}) {
 				t.Errorf("ClusterRoleBinding %+v %+v", crb.Subjects, crb.RoleRef)
 			}
-			if len(keepSet(w)) != 10 {
+			svc := decode[corev1.Service](t, w.service)
+			if !reflect.DeepEqual(svc.Spec.Selector, selectorLabels(p, class)) || len(svc.Spec.Ports) != 1 ||
+				svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort != intstr.FromString("console") {
+				t.Errorf("console Service %+v: the relay reaches the provider pods' console port through it", svc.Spec)
+			}
+			if len(keepSet(w)) != 11 {
 				t.Errorf("keep set %v", keepSet(w))
 			}
 		})

@@ -49,6 +49,9 @@ type Options struct {
 	// Their service references are rewritten to a local port, trusted through a CA envtest
 	// generates: Webhooks says where the process that serves them must listen.
 	WebhookPaths []string
+	// FrontProxy configures the API server's front proxy, so it forwards requests to aggregated
+	// API servers (APIServices) as a real cluster's does (frontproxy.go).
+	FrontProxy bool
 }
 
 // WebhookServing is where the webhooks of Options.WebhookPaths are called: a port on Host and,
@@ -129,6 +132,12 @@ func start(opts Options) (*Env, error) {
 	// theirs open: without a grace period that ends them, a stop under running controllers
 	// outlasted envtest's 20 s StopTimeout and was killed.
 	env.ControlPlane.APIServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	if opts.FrontProxy {
+		if err := configureFrontProxy(env.ControlPlane.APIServer, certDir); err != nil {
+			_ = os.RemoveAll(certDir)
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()

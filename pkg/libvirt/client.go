@@ -62,6 +62,12 @@ type pendingCall struct {
 	// gone is closed when the caller stops reading, so the router never blocks on a
 	// stream nobody consumes.
 	gone chan struct{}
+	// overrun, when not nil, makes the stream lossy-intolerant but never blocking: a frame
+	// that finds frames full closes overrun and it and every later frame are dropped, so a
+	// console nobody reads fast enough ends instead of stalling every call of the connection
+	// (console.go). overran is set once overrun is closed; only the router touches either.
+	overrun chan struct{}
+	overran bool
 }
 
 type frame struct {
@@ -180,12 +186,31 @@ func (c *Client) route(f frame) error {
 		return &ProtocolError{Msg: fmt.Sprintf("stream desynchronised: serial %d answered by program %#x v%d procedure %d, want %#x v%d %s",
 			f.h.Serial, f.h.Program, f.h.Version, f.h.Procedure, pc.prog, protocolVersion, opName(pc.prog, pc.proc))}
 	}
+	if pc.overrun != nil {
+		c.routeLossless(pc, f)
+		return nil
+	}
 	select {
 	case pc.frames <- f:
 	case <-pc.gone:
 	case <-c.done:
 	}
 	return nil
+}
+
+// routeLossless hands f to a stream that must never block the router: the first frame that
+// does not fit ends the stream's delivery, so the reader sees an overrun, never a gap.
+func (c *Client) routeLossless(pc *pendingCall, f frame) {
+	if pc.overran {
+		return
+	}
+	select {
+	case pc.frames <- f:
+	case <-pc.gone:
+	default:
+		pc.overran = true
+		close(pc.overrun)
+	}
 }
 
 func (c *Client) register(prog uint32, proc procedure, stream bool) (uint32, *pendingCall) {
@@ -195,12 +220,25 @@ func (c *Client) register(prog uint32, proc procedure, stream bool) (uint32, *pe
 	} else {
 		pc.frames = make(chan frame, 1)
 	}
+	return c.insert(pc), pc
+}
+
+// registerNonBlocking registers a stream whose frames the router never waits for: up to
+// backlog frames are held, then the stream overruns (routeLossless).
+func (c *Client) registerNonBlocking(proc procedure, backlog int) (uint32, *pendingCall) {
+	pc := &pendingCall{prog: wire.ProgramRemote, proc: proc, stream: true, gone: make(chan struct{}),
+		frames: make(chan frame, backlog), overrun: make(chan struct{})}
+	return c.insert(pc), pc
+}
+
+// insert gives pc the next serial.
+func (c *Client) insert(pc *pendingCall) uint32 {
 	c.mu.Lock()
 	serial := uint32(c.issued)
 	c.issued++
 	c.pending[serial] = pc
 	c.mu.Unlock()
-	return serial, pc
+	return serial
 }
 
 func (c *Client) unregister(serial uint32, pc *pendingCall) {

@@ -42,6 +42,13 @@ const (
 	ErrNoInterface   = 57
 )
 
+// virErrorNumber values a console open answers with: a domain that is not running, and a
+// console another session holds.
+const (
+	ErrOperationInvalid = 55
+	ErrOperationFailed  = 9
+)
+
 // IsNotFound reports whether err is libvirtd saying the domain, network, pool, volume or
 // interface does not exist. Everything else, including permission errors, is a failure.
 func IsNotFound(err error) bool {

@@ -33,6 +33,7 @@ const (
 	procConnectGetLibVersion       procedure = 157
 	procDomainUpdateDeviceFlags    procedure = 174
 	procDomainCreateWithFlags      procedure = 196
+	procDomainOpenConsole          procedure = 201
 	procStorageVolUpload           procedure = 208
 	procStorageVolDownload         procedure = 209
 	procDomainGetState             procedure = 212
@@ -88,6 +89,7 @@ var procedureNames = map[procedure]string{
 	procConnectGetLibVersion:       "CONNECT_GET_LIB_VERSION",
 	procDomainUpdateDeviceFlags:    "DOMAIN_UPDATE_DEVICE_FLAGS",
 	procDomainCreateWithFlags:      "DOMAIN_CREATE_WITH_FLAGS",
+	procDomainOpenConsole:          "DOMAIN_OPEN_CONSOLE",
 	procStorageVolUpload:           "STORAGE_VOL_UPLOAD",
 	procStorageVolDownload:         "STORAGE_VOL_DOWNLOAD",
 	procDomainGetState:             "DOMAIN_GET_STATE",

@@ -32,15 +32,21 @@ const maxEarlyFrames = 64
 // openStream sends the call and waits for its reply; only then may data flow. The observer is
 // told of the call, not of the data that follows.
 func (c *Client) openStream(ctx context.Context, proc procedure, args func(*xdr.Encoder)) (*stream, error) {
+	serial, pc := c.register(wire.ProgramRemote, proc, true)
+	return c.openRegistered(ctx, proc, serial, pc, args)
+}
+
+// openRegistered is openStream for a call already registered (a console registers its own
+// kind of stream, console.go).
+func (c *Client) openRegistered(ctx context.Context, proc procedure, serial uint32, pc *pendingCall, args func(*xdr.Encoder)) (*stream, error) {
 	start := time.Now()
-	s, err := c.startStream(ctx, proc, args)
+	s, err := c.startStream(ctx, proc, serial, pc, args)
 	c.observe(wire.ProgramRemote, proc, start, err)
 	return s, err
 }
 
-// startStream is openStream without its observation.
-func (c *Client) startStream(ctx context.Context, proc procedure, args func(*xdr.Encoder)) (*stream, error) {
-	serial, pc := c.register(wire.ProgramRemote, proc, true)
+// startStream is openRegistered without its observation.
+func (c *Client) startStream(ctx context.Context, proc procedure, serial uint32, pc *pendingCall, args func(*xdr.Encoder)) (*stream, error) {
 	s := &stream{c: c, proc: proc, serial: serial, pc: pc}
 	b := newFrame(args)
 	wire.PutHeader(b, s.header(wire.Call, wire.OK))

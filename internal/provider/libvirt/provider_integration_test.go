@@ -38,7 +38,11 @@ type providerSuite struct {
 // lab libvirtd; it creates the namespace and the guide's credentials Secret and CA ConfigMap.
 func startLabSuite(t *testing.T, setup func(ctrl.Manager, *hostconn.Connections) error) (context.Context, *providerSuite) {
 	lab := testenv.RequireLibvirtLab(t)
-	env := testenv.Start(t)
+	return startLabSuiteOn(t, lab, testenv.Start(t), setup)
+}
+
+// startLabSuiteOn is startLabSuite on an API server the caller started.
+func startLabSuiteOn(t *testing.T, lab testenv.LibvirtLab, env *testenv.Env, setup func(ctrl.Manager, *hostconn.Connections) error) (context.Context, *providerSuite) {
 	testenv.SetLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -4,16 +4,20 @@ package role
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/console"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
@@ -47,6 +51,11 @@ type Options struct {
 	// MachineWorkers is how many LibvirtMachines are reconciled at once (--machine-workers);
 	// zero means one.
 	MachineWorkers int
+	// ConsolePort is where the console endpoint listens (--console-port; zero: no endpoint). It
+	// needs ProviderName: a console is opened only for the one Provider's machines.
+	ConsolePort int
+	// ConsoleRelay is the user the console relay's tokens authenticate as (--console-relay).
+	ConsoleRelay string
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
@@ -110,7 +119,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&providerlibvirt.MachineReconciler{
+	if err := (&providerlibvirt.MachineReconciler{
 		Client:            mgr.GetClient(),
 		APIReader:         mgr.GetAPIReader(),
 		Connections:       conns,
@@ -118,7 +127,33 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		ProviderNamespace: opts.ProviderNamespace,
 		Resync:            opts.Resync,
 		Workers:           opts.MachineWorkers,
-	}).SetupWithManager(mgr)
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return setupConsole(mgr, opts, conns)
+}
+
+// setupConsole serves the console endpoint (ADR-0140) on every replica, with the pool the
+// controllers share, when a port is set and the process serves one Provider.
+func setupConsole(mgr manager.Manager, opts Options, conns *hostconn.Connections) error {
+	if opts.ConsolePort == 0 || opts.ProviderName == "" {
+		return nil
+	}
+	cfg, err := console.SelfSignedTLS()
+	if err != nil {
+		return fmt.Errorf("console endpoint certificate: %w", err)
+	}
+	return mgr.Add(&console.Listener{
+		Addr: ":" + strconv.Itoa(opts.ConsolePort),
+		TLS:  cfg,
+		Handler: &providerlibvirt.ConsoleServer{
+			Client:      mgr.GetClient(),
+			Reader:      mgr.GetAPIReader(),
+			Connections: conns,
+			Provider:    types.NamespacedName{Namespace: opts.ProviderNamespace, Name: opts.ProviderName},
+			Relay:       opts.ConsoleRelay,
+		},
+	})
 }
 
 // closeOnStop runs its function when the manager stops, on every replica, leader or not: every
