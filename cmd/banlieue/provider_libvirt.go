@@ -23,13 +23,12 @@ type providerLibvirtOptions struct {
 	importImage          string
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
-	machineWorkers       int
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
 	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
 	var tolerations []corev1.Toleration
-	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
+	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt", defaultWorkers: libvirtrole.DefaultWorkers}
 	roleOptions := func(opts app.Options) libvirtrole.Options {
 		return libvirtrole.Options{
 			ProviderName:         po.providerName,
@@ -39,7 +38,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportServiceAccount: po.importServiceAccount,
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
-			MachineWorkers:       po.machineWorkers,
+			Workers:              opts.Workers,
 		}
 	}
 	r.customize = func(o *manager.Options, opts app.Options) {
@@ -56,9 +55,6 @@ func newProviderLibvirtCommand() *cobra.Command {
 				return err
 			}
 			tolerations = append(tolerations, tol)
-		}
-		if po.machineWorkers < 1 || po.machineWorkers > maxMachineWorkers {
-			return fmt.Errorf("invalid --machine-workers: %d: want 1 to %d", po.machineWorkers, maxMachineWorkers)
 		}
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
@@ -78,20 +74,10 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
-	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
-		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	po.importBounds.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
-
-// Machine workers: a few at once keep one machine's slow host call (a TCG guest's destroy takes
-// seconds) from serialising the others; the cap keeps a typo from opening hundreds of
-// concurrent calls to one libvirtd.
-const (
-	defaultMachineWorkers = 4
-	maxMachineWorkers     = 64
-)
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

@@ -18,6 +18,8 @@ type role struct {
 	name             string
 	leaderElectionID string
 	defaultNamespace string
+	// defaultWorkers is the role's default --workers (docs/operations.md, "Common flags").
+	defaultWorkers int
 	customize        func(*manager.Options, app.Options)
 	setup            func(mgr manager.Manager, opts app.Options) error
 }
@@ -64,18 +66,18 @@ func (r *role) command(use, short string) *cobra.Command {
 			return r.run(cmd, opts)
 		},
 	}
-	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace)
+	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace, r.defaultWorkers)
 	return cmd
 }
 
 func newControllerCommand() *cobra.Command {
-	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
+	r := &role{name: "controller", leaderElectionID: "banlieue-controller", defaultWorkers: controller.DefaultWorkers}
 	r.customize = func(o *manager.Options, _ app.Options) { o.Cache.ByObject = controller.CacheByObject() }
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
-		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace}); err != nil {
+		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace, Workers: opts.Workers}); err != nil {
 			return err
 		}
-		return pool.Setup(mgr, pool.Options{Namespace: opts.Namespace})
+		return pool.Setup(mgr, pool.Options{Namespace: opts.Namespace, Workers: opts.Workers})
 	}
 	return r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
 }

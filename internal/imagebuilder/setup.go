@@ -8,6 +8,10 @@ import (
 	"banlieue.io/banlieue/internal/jobbounds"
 )
 
+// DefaultWorkers is the imagebuilder's --workers (docs/operations.md, "Common flags"): a pass
+// creates or reads one build Job; the builds themselves run in their Jobs.
+const DefaultWorkers = 2
+
 // Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
 type Options struct {
 	// BuildNamespace holds the artifacts PVC and the build Jobs.
@@ -24,6 +28,8 @@ type Options struct {
 	// Bounds are every build Job's deadline and resources (--build-deadline, --build-memory-limit
 	// and the other bound flags); without a deadline, jobbounds.DefaultBuild (Reconciler).
 	Bounds jobbounds.Bounds
+	// Workers is how many VMImages are reconciled at once (--workers); zero means one.
+	Workers int
 }
 
 // Setup registers the build controller with mgr.
@@ -38,5 +44,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Tolerations:    opts.Tolerations,
 		Limits:         opts.Limits,
 		Bounds:         opts.Bounds,
+		Workers:        opts.Workers,
 	}).SetupWithManager(mgr)
 }

@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -47,9 +46,10 @@ type MachineReconciler struct {
 	ProviderNamespace string
 	// starts tells a start libvirtd lost from one in flight.
 	starts startWatch
-	// Workers is how many machines are reconciled at once; zero means one. A machine whose
-	// host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold back
-	// the machines queued behind it.
+	// Workers is how many machines are reconciled at once (--workers); zero means one. A machine
+	// whose host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold
+	// back the machines queued behind it; what one host takes at once is bounded apart
+	// (hostconn.Limits).
 	Workers int
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
@@ -78,7 +78,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
 		WatchesRawSource(source.Channel(r.events.ch, handler.TypedEnqueueRequestsFromMapFunc(r.machinesFor))).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
+		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r.events.track(r))
 }
 

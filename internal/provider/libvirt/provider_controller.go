@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,6 +49,8 @@ type ProviderReconciler struct {
 	// Resync is how often a healthy Provider is probed again; zero means every 30 s. Tests
 	// shorten it to watch a host change without touching the object.
 	Resync time.Duration
+	// Workers is how many Providers are probed at once (--workers); zero means one.
+	Workers int
 
 	// lost receives a Provider whose probed connection ended by itself (keepalive declared
 	// libvirtd dead, or it hung up), so the Provider says so at once rather than at the next
@@ -70,7 +71,7 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
+		WithOptions(app.ControllerOptions(r.Workers))
 	return b.Complete(r)
 }
 

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -63,6 +62,8 @@ type Reconciler struct {
 	// Bounds are every import Job's deadline and resources; without a deadline (a Reconciler
 	// made by a test or bench), jobbounds.DefaultImport.
 	Bounds jobbounds.Bounds
+	// Workers is how many VMImages are reconciled at once (--workers); zero means one.
+	Workers int
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -89,7 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r)
 }
 

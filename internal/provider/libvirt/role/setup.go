@@ -20,6 +20,12 @@ import (
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
 )
 
+// DefaultWorkers is the provider's --workers (docs/operations.md, "Common flags"). Its passes
+// wait on hosts, and what each host takes at once is bounded apart (hostconn.Limits), so the
+// workers may outnumber one host's slots: the extra ones serve other hosts, or wait in the
+// host's queue, where they are counted.
+const DefaultWorkers = 16
+
 // Options configure the libvirt provider role (docs/operations.md, "Role-specific flags").
 type Options struct {
 	// ProviderName, when set, limits the process to one Provider, its machines and its rows.
@@ -40,9 +46,9 @@ type Options struct {
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
-	// MachineWorkers is how many LibvirtMachines are reconciled at once (--machine-workers);
-	// zero means one.
-	MachineWorkers int
+	// Workers is how many objects each of the role's controllers reconciles at once
+	// (--workers); zero means one.
+	Workers int
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
@@ -88,6 +94,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		APIReader:   mgr.GetAPIReader(),
 		Connections: conns,
 		Resync:      opts.Resync,
+		Workers:     opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -102,6 +109,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		Tolerations:          opts.Tolerations,
 		WatchJobs:            watchJobs,
 		Bounds:               opts.ImportBounds,
+		Workers:              opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -112,7 +120,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		ProviderName:      opts.ProviderName,
 		ProviderNamespace: opts.ProviderNamespace,
 		Resync:            opts.Resync,
-		Workers:           opts.MachineWorkers,
+		Workers:           opts.Workers,
 	}).SetupWithManager(mgr)
 }
 
