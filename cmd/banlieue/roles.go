@@ -20,8 +20,8 @@ type role struct {
 	defaultNamespace string
 	// defaultWorkers is the role's default --workers (docs/operations.md, "Common flags").
 	defaultWorkers int
-	customize        func(*manager.Options, app.Options)
-	setup            func(mgr manager.Manager, opts app.Options) error
+	customize      func(*manager.Options, app.Options)
+	setup          func(mgr manager.Manager, opts app.Options) error
 }
 
 func (r *role) run(cmd *cobra.Command, opts app.Options) error {
