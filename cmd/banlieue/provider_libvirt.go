@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/operator"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
 
@@ -23,10 +25,12 @@ type providerLibvirtOptions struct {
 	importImage          string
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
+	hostLimits           hostconn.Limits
+	breaker              hostconn.Breaker
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
-	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
+	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport(), hostLimits: hostconn.DefaultLimits, breaker: hostconn.DefaultBreaker}
 	var tolerations []corev1.Toleration
 	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt", defaultWorkers: libvirtrole.DefaultWorkers}
 	roleOptions := func(opts app.Options) libvirtrole.Options {
@@ -39,6 +43,8 @@ func newProviderLibvirtCommand() *cobra.Command {
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
 			Workers:              opts.Workers,
+			HostLimits:           po.hostLimits,
+			Breaker:              po.breaker,
 		}
 	}
 	r.customize = func(o *manager.Options, opts app.Options) {
@@ -55,6 +61,15 @@ func newProviderLibvirtCommand() *cobra.Command {
 				return err
 			}
 			tolerations = append(tolerations, tol)
+		}
+		for flag, n := range map[string]int{"--host-domain-operations": po.hostLimits.DomainOperations,
+			"--host-volume-uploads": po.hostLimits.VolumeUploads, "--host-breaker-failures": po.breaker.Failures} {
+			if n < 1 || n > maxHostSetting {
+				return fmt.Errorf("invalid %s: %d: want 1 to %d", flag, n, maxHostSetting)
+			}
+		}
+		if po.breaker.CoolDown < time.Second {
+			return fmt.Errorf("invalid --host-breaker-cool-down: %s: want at least 1s", po.breaker.CoolDown)
 		}
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
@@ -74,10 +89,21 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
+	f.IntVar(&po.hostLimits.DomainOperations, "host-domain-operations", app.EnvInt("BANLIEUE_HOST_DOMAIN_OPERATIONS", po.hostLimits.DomainOperations),
+		"machine passes (converge or teardown) talking to one host at once (env BANLIEUE_HOST_DOMAIN_OPERATIONS)")
+	f.IntVar(&po.hostLimits.VolumeUploads, "host-volume-uploads", app.EnvInt("BANLIEUE_HOST_VOLUME_UPLOADS", po.hostLimits.VolumeUploads),
+		"volume uploads streaming to one host at once (env BANLIEUE_HOST_VOLUME_UPLOADS)")
+	f.IntVar(&po.breaker.Failures, "host-breaker-failures", app.EnvInt("BANLIEUE_HOST_BREAKER_FAILURES", po.breaker.Failures),
+		"failed connection attempts in a row that open a host's circuit breaker (env BANLIEUE_HOST_BREAKER_FAILURES)")
+	f.DurationVar(&po.breaker.CoolDown, "host-breaker-cool-down", po.breaker.CoolDown,
+		"how long an open circuit breaker keeps its host from being dialled before one probe")
 	po.importBounds.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
+
+// maxHostSetting caps the per-host flags: a typo must not turn a limit into none.
+const maxHostSetting = 256
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

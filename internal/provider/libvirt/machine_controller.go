@@ -135,7 +135,13 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
-	if err := teardown(ctx, c, m); err != nil {
+	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
+	if err != nil {
+		return r.retry(ctx, m, err)
+	}
+	err = teardown(ctx, c, m)
+	release()
+	if err != nil {
 		return r.retry(ctx, m, err)
 	}
 	r.starts.clear(m.UID)
@@ -185,7 +191,12 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
+	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
+	if err != nil {
+		return r.retry(ctx, m, err)
+	}
 	obs, err := converge(ctx, c, m, userData, r.volumeRecord(m), &r.starts)
+	release()
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
@@ -269,7 +280,7 @@ func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine
 	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, hostRetry(err), app.ErrorRetry)}, nil
 }
 
 // setProviderID records libvirt://<provider>/<uuid> once, as the Cluster API contract asks.

@@ -85,7 +85,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	var p banlieuev1.Provider
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.Connections.Forget(req.NamespacedName)
+			r.Connections.ForgetHost(req.NamespacedName)
 			_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
 			forgetFailureDomains(req.Namespace, req.Name)
 		}
@@ -125,7 +125,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			// triggers the next reconcile, so retrying on a timer would only repeat the error.
 			return ctrl.Result{}, reconcile.TerminalError(err)
 		}
-		return ctrl.Result{RequeueAfter: min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry))}, nil
+		return ctrl.Result{RequeueAfter: cmp.Or(hostRetry(err), min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry)))}, nil
 	}
 
 	n := narrowCapabilities(p.Spec.Capabilities, host)

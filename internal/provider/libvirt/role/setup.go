@@ -49,6 +49,10 @@ type Options struct {
 	// Workers is how many objects each of the role's controllers reconciles at once
 	// (--workers); zero means one.
 	Workers int
+	// HostLimits and Breaker protect each host (--host-domain-operations, --host-volume-uploads,
+	// --host-breaker-failures, --host-breaker-cool-down); zero fields take hostconn's defaults.
+	HostLimits hostconn.Limits
+	Breaker    hostconn.Breaker
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
@@ -86,6 +90,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	conns := hostconn.NewConnections()
 	conns.Dialer.Observer = providerlibvirt.RPCObserver()
+	conns.Limits, conns.Breaker, conns.Observer = opts.HostLimits, opts.Breaker, providerlibvirt.HostObserver()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
 	}
