@@ -51,7 +51,7 @@ func TestBreaker(t *testing.T) {
 		{"while the probe is under way everyone else is refused; a failed probe opens it again", []step{
 			{at: 0, dial: true, outcome: refused}, {at: 0, dial: true, outcome: refused},
 			{at: 0, dial: true, outcome: refused, wantState: BreakerOpen},
-			{at: 40 * time.Second, dial: true, outcome: probing, wantState: BreakerHalfOpen},
+			{at: 40 * time.Second, dial: true, outcome: errProbing, wantState: BreakerHalfOpen},
 			{at: 41 * time.Second, wantWait: 30 * time.Second, wantState: BreakerHalfOpen},
 			{at: 41 * time.Second, dial: true, wantWait: 30 * time.Second, wantState: BreakerHalfOpen},
 			{at: 45 * time.Second, dial: true, outcome: refused, wantState: BreakerOpen}, // the probe's outcome
@@ -78,7 +78,7 @@ func TestBreaker(t *testing.T) {
 						t.Errorf("step %d: admit = %s, want %s", i, got, s.wantWait)
 					}
 					if got == 0 {
-						if errors.Is(s.outcome, probing) {
+						if errors.Is(s.outcome, errProbing) {
 							probe = true
 						} else {
 							b.record(now, s.outcome)
@@ -93,5 +93,5 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
-// probing marks a dial whose outcome is recorded by a later step.
-var probing = errors.New("still dialling")
+// errProbing marks a dial whose outcome is recorded by a later step.
+var errProbing = errors.New("still dialling")
