@@ -80,7 +80,8 @@ func TestHostProtection(t *testing.T) {
 			Resync: time.Second, Workers: 2}
 		return r.SetupWithManager(mgr)
 	})
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("protect-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
+	run := time.Now().UnixNano() % 1e6
+	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("protect-%d", run), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	hole := newBlackHole(t)
 	live := s.guideProvider("lab")
@@ -111,12 +112,12 @@ func TestHostProtection(t *testing.T) {
 
 	var deadMachines, liveMachines []*infrav1.LibvirtMachine
 	for i := range 6 {
-		m := s.machine(testNamespace, fmt.Sprintf("hp-dead-%d", i))
+		m := s.machine(testNamespace, fmt.Sprintf("hp-dead-%d-%d", run, i))
 		m.Spec.ProviderRef.Name = "dead"
 		deadMachines = append(deadMachines, m)
 	}
 	for i := range 3 {
-		liveMachines = append(liveMachines, s.machine(testNamespace, fmt.Sprintf("hp-live-%d", i)))
+		liveMachines = append(liveMachines, s.machine(testNamespace, fmt.Sprintf("hp-live-%d-%d", run, i)))
 	}
 	start := time.Now()
 	for _, m := range append(append([]*infrav1.LibvirtMachine{}, deadMachines...), liveMachines...) {
