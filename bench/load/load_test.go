@@ -45,6 +45,10 @@ var (
 	// processes runs the controller and provider roles as the real binary, one process each, so
 	// their memory is measured apart; otherwise both run in the test process.
 	processes = flag.Bool("processes", false, "run the controller and the provider as separate processes of the real binary")
+	// The roles' --workers; 0 keeps each role's default (controller.DefaultWorkers,
+	// libvirtrole.DefaultWorkers), so the bench measures what an install runs.
+	controllerWorkers = flag.Int("controller-workers", 0, "the controller role's --workers (0: its default)")
+	providerWorkers   = flag.Int("provider-workers", 0, "the provider role's --workers (0: its default)")
 )
 
 const (
@@ -239,9 +243,12 @@ func TestLoad(t *testing.T) {
 	if len(foreign) > 0 {
 		t.Logf("changes by other suites sharing the lab (ignored): %v", foreign)
 	}
-	t.Logf("RESULT processes=%t n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d delete-all=%s when-all-done: %s; after deletion: %s host-diff=%d",
-		*processes, *n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
-		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), peak, memory(), len(ours))
+	cw, pw := workers()
+	t.Logf("RESULT processes=%t workers controller=%d provider=%d n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d "+
+		"delete-all=%s (%.1f machines/s, %.2fx the creation time) when-all-done: %s; after deletion: %s host-diff=%d",
+		*processes, cw, pw, *n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
+		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), float64(*n)/deleted.Seconds(), deleted.Seconds()/all.Seconds(),
+		peak, memory(), len(ours))
 }
 
 // hostState is every domain on the host and every volume of every active pool.

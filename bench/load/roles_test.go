@@ -3,6 +3,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"banlieue.io/banlieue/internal/controller"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -27,8 +29,9 @@ func startInProcess(t *testing.T, env *testenv.Env) (memory func() string) {
 	mgr := env.NewManager(t)
 	conns := hostconn.NewConnections()
 	t.Cleanup(conns.Close)
-	must(t, controller.Setup(mgr, controller.Options{}))
-	must(t, (&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns}).SetupWithManager(mgr))
+	must(t, controller.Setup(mgr, controller.Options{Workers: cmp.Or(*controllerWorkers, controller.DefaultWorkers)}))
+	must(t, (&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
+		Workers: cmp.Or(*providerWorkers, libvirtrole.DefaultWorkers)}).SetupWithManager(mgr))
 	testenv.StartManager(t, mgr)
 	return func() string {
 		return fmt.Sprintf("test process (controller + provider) VmHWM=%s VmRSS=%s", procStatus(t, "self", "VmHWM"), procStatus(t, "self", "VmRSS"))
@@ -41,13 +44,27 @@ func startInProcess(t *testing.T, env *testenv.Env) (memory func() string) {
 func startRoles(ctx context.Context, t *testing.T, env *testenv.Env, ns string) (memory func() string) {
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
-	controllerPID := startRole(t, bin, kubeconfig, "controller")
-	providerPID := startRole(t, bin, kubeconfig, "provider", "libvirt", "--provider-name", "lab", "--namespace", ns)
+	controllerPID := startRole(t, bin, kubeconfig, append([]string{"controller"}, workersArg(*controllerWorkers)...)...)
+	providerPID := startRole(t, bin, kubeconfig, append([]string{"provider", "libvirt", "--provider-name", "lab", "--namespace", ns,
+		"--import-service-account", "load-import"}, workersArg(*providerWorkers)...)...)
 	return func() string {
 		return fmt.Sprintf("controller VmHWM=%s VmRSS=%s, provider VmHWM=%s VmRSS=%s",
 			procStatus(t, controllerPID, "VmHWM"), procStatus(t, controllerPID, "VmRSS"),
 			procStatus(t, providerPID, "VmHWM"), procStatus(t, providerPID, "VmRSS"))
 	}
+}
+
+// workers are the roles' effective --workers.
+func workers() (controllerN, providerN int) {
+	return cmp.Or(*controllerWorkers, controller.DefaultWorkers), cmp.Or(*providerWorkers, libvirtrole.DefaultWorkers)
+}
+
+// workersArg is --workers n, or nothing for the role's default.
+func workersArg(n int) []string {
+	if n == 0 {
+		return nil
+	}
+	return []string{"--workers", strconv.Itoa(n)}
 }
 
 // startRole starts one role with errors-only logging, its output on stderr, until the test ends.

@@ -21,6 +21,12 @@
 // The direct path runs, per VM, one virsh process (one TLS connection) doing vol-create-as
 // (qcow2 overlay over the same base volume) + define (banlieue's own domain XML for an equal VM,
 // renamed, without the seed CD-ROM) + start. Everything created is removed at the end.
+//
+// Deletion is timed both ways: banlieue from deleting every VirtualMachine of the round until
+// every LibvirtMachine is gone and no domain or volume of the round is left on the host; virsh
+// sequentially, one process per VM doing destroy (when on) ; undefine ; vol-delete. The roles
+// run with their production workers (-controller-workers, -provider-workers) unless told
+// otherwise.
 package main
 
 import (
@@ -65,12 +71,15 @@ func main() {
 	logPath := flag.String("log", "/tmp/bench-provision-manager.log", "controller log file")
 	driftRounds := flag.Int("drift-rounds", 10, "rounds of each out-of-band change (drift.go); 0 skips them")
 	driftOnly := flag.Bool("drift-only", false, "measure only the out-of-band changes")
+	controllerWorkers := flag.Int("controller-workers", controller.DefaultWorkers, "the controller role's --workers")
+	providerWorkers := flag.Int("provider-workers", libvirtrole.DefaultWorkers, "the provider role's --workers")
 	flag.Parse()
 	if *lab == "" {
 		program.Fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
 	}
 	l := testenv.LabFromEnv(*lab)
-	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint, run: randHex(3), memory: *memory}
+	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint, run: randHex(3), memory: *memory,
+		controllerWorkers: *controllerWorkers, providerWorkers: *providerWorkers}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	b.ns = "bench-" + b.run
 	b.pool = "bench-prov-" + b.run
@@ -93,6 +102,8 @@ type bench struct {
 	run, ns, pool, base     string
 	poolDir                 string
 	memory                  int
+	controllerWorkers       int
+	providerWorkers         int
 	host                    *libvirt.Client
 	env                     *testenv.Env
 	kube                    client.WithWatch
@@ -103,8 +114,9 @@ type bench struct {
 }
 
 type sample struct {
-	perVM []time.Duration // created → realised, per VM
-	total time.Duration   // first create → last realised
+	perVM    []time.Duration // created → realised, per VM
+	total    time.Duration   // first create → last realised
+	deletion time.Duration   // first delete → every machine gone and the host clean
 }
 
 func (b *bench) main(n, singleRounds, batchRounds, driftRounds int) error {
@@ -132,8 +144,8 @@ func (b *bench) main(n, singleRounds, batchRounds, driftRounds int) error {
 			return nil
 		}
 		results[key] = append(results[key], s)
-		fmt.Printf("%-28s per VM p50 %7.0f ms  max %7.0f ms  total %7.0f ms\n", key,
-			ms(pct(s.perVM, 50)), ms(pct(s.perVM, 100)), ms(s.total))
+		fmt.Printf("%-28s per VM p50 %7.0f ms  max %7.0f ms  total %7.0f ms  deletion %7.0f ms\n", key,
+			ms(pct(s.perVM, 50)), ms(pct(s.perVM, 100)), ms(s.total), ms(s.deletion))
 		return nil
 	}
 	// Warm-up: one VM each way, not counted; it also yields banlieue's domain XML.
@@ -169,9 +181,10 @@ func (b *bench) main(n, singleRounds, batchRounds, driftRounds int) error {
 		}
 	}
 	fmt.Println()
-	fmt.Println("medians (machine shared with other jobs):")
-	fmt.Println("| case | banlieue p50 per VM ms | virsh p50 per VM ms | overhead per VM ms | banlieue total ms | virsh total ms | total ratio |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("medians (machine shared with other jobs; workers: controller %d, provider %d):\n", b.controllerWorkers, b.providerWorkers)
+	fmt.Println("| case | banlieue p50 per VM ms | virsh p50 per VM ms | overhead per VM ms | banlieue total ms | virsh total ms | total ratio " +
+		"| banlieue deletion ms | virsh deletion ms | deletion ratio |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range []struct {
 		count int
 		power string
@@ -183,7 +196,8 @@ func (b *bench) main(n, singleRounds, batchRounds, driftRounds int) error {
 		bs, ds := results["banlieue "+suffix], results["virsh "+suffix]
 		bp, dp := medianOf(bs, func(s sample) float64 { return ms(pct(s.perVM, 50)) }), medianOf(ds, func(s sample) float64 { return ms(pct(s.perVM, 50)) })
 		bt, dt := medianOf(bs, func(s sample) float64 { return ms(s.total) }), medianOf(ds, func(s sample) float64 { return ms(s.total) })
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx |\n", suffix, bp, dp, bp-dp, bt, dt, bt/dt)
+		bd, dd := medianOf(bs, func(s sample) float64 { return ms(s.deletion) }), medianOf(ds, func(s sample) float64 { return ms(s.deletion) })
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx | %.0f | %.0f | %.2fx |\n", suffix, bp, dp, bp-dp, bt, dt, bt/dt, bd, dd, bd/dd)
 	}
 	return nil
 }
@@ -275,10 +289,10 @@ func (b *bench) setupAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Workers: b.controllerWorkers}); err != nil {
 		return err
 	}
-	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: "banlieue-imagebuild"}); err != nil {
+	if err := libvirtrole.Setup(mgr, libvirtrole.Options{BuildNamespace: "banlieue-imagebuild", Workers: b.providerWorkers}); err != nil {
 		return err
 	}
 	mctx, cancel := context.WithCancel(context.Background())
@@ -443,7 +457,48 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 		}
 		b.domainXML, b.domainName = string(out), b.ns+"-"+names[0]
 	}
-	return s, b.deleteVMs(ctx, names)
+	t0 := time.Now()
+	if err := b.deleteVMs(ctx, names); err != nil {
+		return s, err
+	}
+	if err := b.hostClean(ctx, names); err != nil {
+		return s, err
+	}
+	s.deletion = time.Since(t0)
+	return s, nil
+}
+
+// hostClean checks that no domain and no volume of the named VMs is left on the host.
+func (b *bench) hostClean(ctx context.Context, names []string) error {
+	doms, err := b.host.ListAllDomains(ctx)
+	if err != nil {
+		return err
+	}
+	pool, err := b.host.StoragePoolLookupByName(ctx, b.pool)
+	if err != nil {
+		return err
+	}
+	if err := b.host.StoragePoolRefresh(ctx, pool); err != nil {
+		return err
+	}
+	vols, err := b.host.StoragePoolListAllVolumes(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		prefix := b.ns + "-" + name
+		for _, d := range doms {
+			if d.Name == prefix {
+				return fmt.Errorf("domain %s left on the host after its machine was deleted", d.Name)
+			}
+		}
+		for _, v := range vols {
+			if strings.HasPrefix(v.Name, prefix+"-") {
+				return fmt.Errorf("volume %s left on the host after its machine was deleted", v.Name)
+			}
+		}
+	}
+	return nil
 }
 
 func (b *bench) deleteVMs(ctx context.Context, names []string) error {
@@ -529,14 +584,18 @@ func (b *bench) direct(ctx context.Context, n int, on bool) (sample, error) {
 		s.perVM = append(s.perVM, time.Since(t0))
 	}
 	s.total = time.Since(start)
+	// What banlieue's teardown does, with virsh, one VM after the other.
+	t0 := time.Now()
 	for _, dom := range doms {
+		cmds := fmt.Sprintf("undefine %s ; vol-delete --pool %s %s-os.qcow2", dom, b.pool, dom)
 		if on {
-			_ = b.virsh("destroy " + dom)
+			cmds = "destroy " + dom + " ; " + cmds
 		}
-		if err := b.virshRetry(fmt.Sprintf("undefine %s --remove-all-storage", dom)); err != nil {
+		if err := b.virsh(cmds); err != nil {
 			return s, err
 		}
 	}
+	s.deletion = time.Since(t0)
 	return s, nil
 }
 

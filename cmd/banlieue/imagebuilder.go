@@ -36,7 +36,7 @@ func newImagebuilderCommand() *cobra.Command {
 		limits                                   = build.DefaultLimits()
 		bounds                                   = jobbounds.DefaultBuild()
 	)
-	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder"}
+	r := &role{name: "imagebuilder", leaderElectionID: "banlieue-imagebuilder", defaultWorkers: imagebuilder.DefaultWorkers}
 	r.customize = func(o *manager.Options, _ app.Options) {
 		// Only build Jobs, only in the build namespace, are worth caching. Build Secrets are
 		// applied and never read, so no Secret is cached (nor may be: RBAC grants no get).
@@ -45,9 +45,9 @@ func newImagebuilderCommand() *cobra.Command {
 			Label:      labels.SelectorFromSet(labels.Set{banlieuev1.LabelComponent: imagebuilder.ComponentBuild}),
 		}}
 	}
-	r.setup = func(mgr manager.Manager, _ app.Options) error {
+	r.setup = func(mgr manager.Manager, opts app.Options) error {
 		return imagebuilder.Setup(mgr, imagebuilder.Options{
-			BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
+			Workers: opts.Workers, BuildNamespace: buildNamespace, BuildImage: buildImage, ArtifactsPVC: artifactsPVC,
 			NodeSelector: nodeSelector, Tolerations: tolerations, Limits: limits, Bounds: bounds,
 			Pull: pull, CAConfigMap: caConfigMap,
 		})

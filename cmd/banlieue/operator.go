@@ -20,10 +20,12 @@ func newOperatorCommand() *cobra.Command {
 		tolerations    []string
 		opOpts         = operator.Options{ImportBounds: jobbounds.DefaultImport()}
 	)
-	r := &role{name: "operator", leaderElectionID: "banlieue-operator", defaultNamespace: "banlieue-system"}
+	r := &role{name: "operator", leaderElectionID: "banlieue-operator", defaultNamespace: "banlieue-system",
+		defaultWorkers: operator.DefaultWorkers}
 	r.customize = func(o *manager.Options, _ app.Options) { o.Cache = operator.CacheOptions(opOpts) }
 	cmd := r.command("operator", "Run each Provider's workload (Deployment, ServiceAccount, RBAC)")
-	r.setup = func(mgr manager.Manager, _ app.Options) error {
+	r.setup = func(mgr manager.Manager, opts app.Options) error {
+		opOpts.Workers = opts.Workers
 		return operator.Setup(mgr, opOpts)
 	}
 	// Flags are parsed before the manager exists, so the operator's options are completed in

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/operator"
+	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 )
 
@@ -26,15 +28,16 @@ type providerLibvirtOptions struct {
 	importServiceAccount string
 	importBounds         jobbounds.Bounds
 	importPull           jobimage.Pull
-	machineWorkers       int
 	consolePort          int
 	consoleRelay         string
+	hostLimits           hostconn.Limits
+	breaker              hostconn.Breaker
 }
 
 func newProviderLibvirtCommand() *cobra.Command {
-	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport()}
+	po := providerLibvirtOptions{importBounds: jobbounds.DefaultImport(), hostLimits: hostconn.DefaultLimits, breaker: hostconn.DefaultBreaker}
 	var tolerations []corev1.Toleration
-	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt"}
+	r := &role{name: "provider-libvirt", leaderElectionID: "banlieue-provider-libvirt", defaultWorkers: libvirtrole.DefaultWorkers}
 	roleOptions := func(opts app.Options) libvirtrole.Options {
 		return libvirtrole.Options{
 			ProviderName:         po.providerName,
@@ -45,9 +48,11 @@ func newProviderLibvirtCommand() *cobra.Command {
 			Tolerations:          tolerations,
 			ImportBounds:         po.importBounds,
 			ImportPull:           po.importPull,
-			MachineWorkers:       po.machineWorkers,
 			ConsolePort:          po.consolePort,
 			ConsoleRelay:         po.consoleRelay,
+			Workers:              opts.Workers,
+			HostLimits:           po.hostLimits,
+			Breaker:              po.breaker,
 		}
 	}
 	r.customize = func(o *manager.Options, opts app.Options) {
@@ -65,8 +70,14 @@ func newProviderLibvirtCommand() *cobra.Command {
 			}
 			tolerations = append(tolerations, tol)
 		}
-		if po.machineWorkers < 1 || po.machineWorkers > maxMachineWorkers {
-			return fmt.Errorf("invalid --machine-workers: %d: want 1 to %d", po.machineWorkers, maxMachineWorkers)
+		for flag, n := range map[string]int{"--host-domain-operations": po.hostLimits.DomainOperations,
+			"--host-volume-uploads": po.hostLimits.VolumeUploads, "--host-breaker-failures": po.breaker.Failures} {
+			if n < 1 || n > maxHostSetting {
+				return fmt.Errorf("invalid %s: %d: want 1 to %d", flag, n, maxHostSetting)
+			}
+		}
+		if po.breaker.CoolDown < time.Second {
+			return fmt.Errorf("invalid --host-breaker-cool-down: %s: want at least 1s", po.breaker.CoolDown)
 		}
 		if po.importImage == "" {
 			return fmt.Errorf("invalid --import-image: empty")
@@ -89,25 +100,26 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
-	f.IntVar(&po.machineWorkers, "machine-workers", app.EnvInt("BANLIEUE_MACHINE_WORKERS", defaultMachineWorkers),
-		"LibvirtMachines reconciled at once (env BANLIEUE_MACHINE_WORKERS)")
 	f.IntVar(&po.consolePort, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", console.ProviderPort),
 		"port of the console endpoint the console relay calls (ADR-0140); 0 turns it off (env BANLIEUE_CONSOLE_PORT)")
 	f.StringVar(&po.consoleRelay, "console-relay", envOr("BANLIEUE_CONSOLE_RELAY", "system:serviceaccount:banlieue-system:banlieue-controller"),
 		"the only user whose console tokens the endpoint accepts: the controller's ServiceAccount (env BANLIEUE_CONSOLE_RELAY)")
+	f.IntVar(&po.hostLimits.DomainOperations, "host-domain-operations", app.EnvInt("BANLIEUE_HOST_DOMAIN_OPERATIONS", po.hostLimits.DomainOperations),
+		"machine passes (converge or teardown) talking to one host at once (env BANLIEUE_HOST_DOMAIN_OPERATIONS)")
+	f.IntVar(&po.hostLimits.VolumeUploads, "host-volume-uploads", app.EnvInt("BANLIEUE_HOST_VOLUME_UPLOADS", po.hostLimits.VolumeUploads),
+		"volume uploads streaming to one host at once (env BANLIEUE_HOST_VOLUME_UPLOADS)")
+	f.IntVar(&po.breaker.Failures, "host-breaker-failures", app.EnvInt("BANLIEUE_HOST_BREAKER_FAILURES", po.breaker.Failures),
+		"failed connection attempts in a row that open a host's circuit breaker (env BANLIEUE_HOST_BREAKER_FAILURES)")
+	f.DurationVar(&po.breaker.CoolDown, "host-breaker-cool-down", po.breaker.CoolDown,
+		"how long an open circuit breaker keeps its host from being dialled before one probe")
 	po.importBounds.AddFlags(f, "import")
 	po.importPull.AddFlags(f, "import")
 	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
 	return cmd
 }
 
-// Machine workers: a few at once keep one machine's slow host call (a TCG guest's destroy takes
-// seconds) from serialising the others; the cap keeps a typo from opening hundreds of
-// concurrent calls to one libvirtd.
-const (
-	defaultMachineWorkers = 4
-	maxMachineWorkers     = 64
-)
+// maxHostSetting caps the per-host flags: a typo must not turn a limit into none.
+const maxHostSetting = 256
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

@@ -18,8 +18,10 @@ type role struct {
 	name             string
 	leaderElectionID string
 	defaultNamespace string
-	customize        func(*manager.Options, app.Options)
-	setup            func(mgr manager.Manager, opts app.Options) error
+	// defaultWorkers is the role's default --workers (docs/operations.md, "Common flags").
+	defaultWorkers int
+	customize      func(*manager.Options, app.Options)
+	setup          func(mgr manager.Manager, opts app.Options) error
 }
 
 func (r *role) run(cmd *cobra.Command, opts app.Options) error {
@@ -64,19 +66,19 @@ func (r *role) command(use, short string) *cobra.Command {
 			return r.run(cmd, opts)
 		},
 	}
-	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace)
+	opts.AddFlags(cmd.Flags(), r.leaderElectionID, r.defaultNamespace, r.defaultWorkers)
 	return cmd
 }
 
 func newControllerCommand() *cobra.Command {
-	r := &role{name: "controller", leaderElectionID: "banlieue-controller"}
+	r := &role{name: "controller", leaderElectionID: "banlieue-controller", defaultWorkers: controller.DefaultWorkers}
 	var co consoleRelayOptions
 	r.customize = func(o *manager.Options, _ app.Options) { o.Cache.ByObject = controller.CacheByObject() }
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
-		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace}); err != nil {
+		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace, Workers: opts.Workers}); err != nil {
 			return err
 		}
-		if err := pool.Setup(mgr, pool.Options{Namespace: opts.Namespace}); err != nil {
+		if err := pool.Setup(mgr, pool.Options{Namespace: opts.Namespace, Workers: opts.Workers}); err != nil {
 			return err
 		}
 		return co.setup(mgr)

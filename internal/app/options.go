@@ -25,11 +25,19 @@ type Options struct {
 	LeaderElectionNamespace string
 	LeaderElectionID        string
 	LeaderElectionIdentity  string
+	// Workers is how many objects each of the role's controllers reconciles at once (--workers).
+	Workers int
 }
 
+// MaxWorkers caps --workers: a typo must not open hundreds of concurrent passes against the
+// API server or, in the provider, against one libvirtd (whose own limits are per host:
+// docs/operations.md, "Host protection").
+const MaxWorkers = 64
+
 // AddFlags registers the common flags. leaderElectionID is the role's default lease name;
-// defaultNamespace is the role's default --namespace ("" = cluster-wide).
-func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace string) {
+// defaultNamespace is the role's default --namespace ("" = cluster-wide); defaultWorkers is the
+// role's default --workers.
+func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace string, defaultWorkers int) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
 		"kubeconfig file (env KUBECONFIG); default: in-cluster config, then ~/.kube/config")
 	fs.StringVar(&o.Namespace, "namespace", envString("BANLIEUE_NAMESPACE", defaultNamespace),
@@ -55,6 +63,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity",
 		envString("BANLIEUE_LEADER_ELECTION_IDENTITY", defaultIdentity()),
 		"this process's identity in the lease (env BANLIEUE_LEADER_ELECTION_IDENTITY; default POD_NAME, then HOSTNAME)")
+	fs.IntVar(&o.Workers, "workers", EnvInt("BANLIEUE_WORKERS", defaultWorkers),
+		fmt.Sprintf("objects each controller of the role reconciles at once, 1 to %d (env BANLIEUE_WORKERS)", MaxWorkers))
 }
 
 // Validate rejects values the manager would otherwise misinterpret.
@@ -69,6 +79,9 @@ func (o *Options) Validate() error {
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("invalid %s: %d is not a port number", name, port)
 		}
+	}
+	if o.Workers < 1 || o.Workers > MaxWorkers {
+		return fmt.Errorf("invalid --workers: %d: want 1 to %d", o.Workers, MaxWorkers)
 	}
 	if !o.NoLeaderElect && (o.LeaderElectionID == "" || o.LeaderElectionNamespace == "") {
 		return fmt.Errorf("invalid --leader-election-id/--leader-election-namespace: both must be set unless --no-leader-elect")

@@ -1,6 +1,9 @@
 package app
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // BANLIEUE_METRICS_SECURE defaults to true: only a value that parses as false turns it off.
 func TestEnvBoolOr(t *testing.T) {
@@ -11,6 +14,23 @@ func TestEnvBoolOr(t *testing.T) {
 		t.Setenv("BANLIEUE_TEST_BOOL", tt.value)
 		if got := envBoolOr("BANLIEUE_TEST_BOOL", true); got != tt.want {
 			t.Errorf("envBoolOr(%q, true) = %v, want %v", tt.value, got, tt.want)
+		}
+	}
+}
+
+// --workers out of 1..MaxWorkers is refused, naming the flag.
+func TestValidateWorkers(t *testing.T) {
+	for _, tt := range []struct {
+		workers int
+		ok      bool
+	}{{0, false}, {1, true}, {MaxWorkers, true}, {MaxWorkers + 1, false}, {-3, false}} {
+		o := Options{LogFormat: "text", NoLeaderElect: true, Workers: tt.workers}
+		err := o.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("Validate with Workers %d = %v, want ok %v", tt.workers, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "invalid --workers") {
+			t.Errorf("Validate with Workers %d = %v, want it to name --workers", tt.workers, err)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,12 +26,19 @@ const (
 	classRefIndex = "spec.classRef.name"
 )
 
+// DefaultWorkers is the controller role's --workers (docs/operations.md, "Common flags"): its
+// passes are API reads and writes only, and with one worker VMs created together queue behind
+// each other.
+const DefaultWorkers = 4
+
 // Options configure the controller role.
 type Options struct {
 	// Namespace limits VirtualMachines, Providers and machines to one namespace; empty means
 	// every namespace. VMImages, VMClasses and Namespaces are cluster-scoped and always watched,
 	// and so are Providers shared from other namespaces (CacheByObject).
 	Namespace string
+	// Workers is how many objects each controller reconciles at once (--workers); zero means one.
+	Workers int
 }
 
 // Setup registers the VirtualMachine, VMImage and Provider-in-use controllers with mgr.
@@ -75,7 +81,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.byProvider)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(vms.byNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
+		WithOptions(app.ControllerOptions(opts.Workers))
 	for _, k := range allInfraKinds() {
 		b = b.Owns(k.newObject(), inScope)
 	}
@@ -87,7 +93,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("vmimage-ready").
 		For(&banlieuev1.VMImage{}).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(&vmImageReconciler{client: mgr.GetClient()}); err != nil {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
@@ -102,7 +108,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	inUse := ctrl.NewControllerManagedBy(mgr).
 		Named("provider-in-use").
 		For(&banlieuev1.Provider{}, inScope).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
+		WithOptions(app.ControllerOptions(opts.Workers))
 	for _, k := range allInfraKinds() {
 		inUse = inUse.Watches(k.newObject(), handler.EnqueueRequestsFromMapFunc(providerOfMachine(k)), inScope)
 	}

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -59,6 +58,8 @@ type Reconciler struct {
 	Pull jobimage.Pull
 	// CAConfigMap is the ConfigMap of CA bundles build pods trust beside the image's roots.
 	CAConfigMap string
+	// Workers is how many VMImages are reconciled at once (--workers); zero means one.
+	Workers int
 
 	// recorder announces builds started, published and failed (events.go); set up with the
 	// manager.
@@ -84,7 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named(ControllerName).
 		For(&banlieuev1.VMImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(isBuildJob)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r)
 }
 

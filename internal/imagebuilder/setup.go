@@ -9,6 +9,10 @@ import (
 	"banlieue.io/banlieue/internal/jobimage"
 )
 
+// DefaultWorkers is the imagebuilder's --workers (docs/operations.md, "Common flags"): a pass
+// creates or reads one build Job; the builds themselves run in their Jobs.
+const DefaultWorkers = 2
+
 // Options configure the imagebuilder role (docs/operations.md, "Role-specific flags").
 type Options struct {
 	// BuildNamespace holds the artifacts PVC and the build Jobs.
@@ -31,6 +35,8 @@ type Options struct {
 	// build trusts for https sources and registries, beside the image's roots
 	// (--build-ca-configmap); empty: the image's roots only.
 	CAConfigMap string
+	// Workers is how many VMImages are reconciled at once (--workers); zero means one.
+	Workers int
 }
 
 // Setup registers the build controller with mgr.
@@ -47,5 +53,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Bounds:         opts.Bounds,
 		Pull:           opts.Pull,
 		CAConfigMap:    opts.CAConfigMap,
+		Workers:        opts.Workers,
 	}).SetupWithManager(mgr)
 }

@@ -11,8 +11,8 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/console"
+	"banlieue.io/banlieue/internal/jobimage"
 )
 
 // Fixed shape of the provider pod (docs/guides/libvirt-provider.md, "5. What the operator creates for it").

@@ -21,6 +21,10 @@ const (
 	DefaultBuildNamespace = "banlieue-imagebuild"
 )
 
+// DefaultWorkers is the operator's --workers (docs/operations.md, "Common flags"): it sees one
+// Provider per host and each pass is a few applies.
+const DefaultWorkers = 2
+
 // Options configure the operator's controllers.
 type Options struct {
 	// Namespace is the operator's own namespace (default banlieue-system).
@@ -40,6 +44,8 @@ type Options struct {
 	// ImportBounds are forwarded to every provider as --import-deadline and the other bound
 	// flags, which set them on import Jobs; without a deadline, jobbounds.DefaultImport.
 	ImportBounds jobbounds.Bounds
+	// Workers is how many objects each controller reconciles at once (--workers); zero means one.
+	Workers int
 }
 
 func (o Options) withDefaults() Options {

@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -53,7 +52,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
 		// A machine that gains or loses user-data changes its Provider's grants (machineUserDataGrants).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(userDataRefChanged)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(providers); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)
 	}
@@ -65,7 +64,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// Only the ClusterRole's existence matters, so its rules are not cached.
 		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(classes.classesOfClusterRole), builder.OnlyMetadata).
 		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(classOfProvider)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(classes); err != nil {
 		return fmt.Errorf("creating providerclass controller: %w", err)
 	}

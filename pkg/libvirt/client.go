@@ -29,7 +29,8 @@ type Client struct {
 	conn     net.Conn
 	addr     string
 	timeout  time.Duration
-	observer CallObserver // nil: nobody watches
+	observer CallObserver  // nil: nobody watches
+	uploads  UploadLimiter // nil: uploads are not bounded (limit.go)
 
 	// sendSem admits one frame writer at a time; a channel rather than a mutex so that
 	// waiting for it honours the caller's context.

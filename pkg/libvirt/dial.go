@@ -43,6 +43,9 @@ type Dialer struct {
 	// Observer, if set, is told the outcome of every call the Client makes, the session's own
 	// AUTH_LIST and CONNECT_OPEN included.
 	Observer CallObserver
+
+	// UploadLimiter, if set, bounds the volume uploads of every Client this Dialer dials.
+	UploadLimiter UploadLimiter
 }
 
 // Dial connects, completes mutual TLS, reads libvirtd's confirmation byte, checks that no
@@ -68,6 +71,7 @@ func (d Dialer) Dial(ctx context.Context) (*Client, error) {
 	}
 	interval, count := cmp.Or(d.KeepAliveInterval, 5*time.Second), cmp.Or(d.KeepAliveCount, 5)
 	c := newClient(conn, addr, timeout, interval, count, d.Observer)
+	c.uploads = d.UploadLimiter
 	if err := c.openSession(ctx, cmp.Or(d.URI, DefaultURI)); err != nil {
 		c.fail("session", err)
 		return nil, err

@@ -26,6 +26,11 @@ func uploadArgs(v StorageVol, length int64, flags uint32) func(*xdr.Encoder) {
 // Memory use is one packet buffer whatever the length. A source that ends early aborts the
 // upload (libvirtd discards it) and returns an error. progress may be nil.
 func (c *Client) StorageVolUpload(ctx context.Context, v StorageVol, src io.Reader, length int64, progress Progress) error {
+	release, err := c.acquireUpload(ctx)
+	if err != nil {
+		return fmt.Errorf("libvirt: upload to volume %s: %w", v.Name, err)
+	}
+	defer release()
 	s, err := c.openStream(ctx, procStorageVolUpload, uploadArgs(v, length, 0))
 	if err != nil {
 		return err
@@ -63,6 +68,11 @@ func (c *Client) StorageVolUploadSparseObserved(ctx context.Context, v StorageVo
 	if err != nil {
 		return err
 	}
+	release, err := c.acquireUpload(ctx)
+	if err != nil {
+		return fmt.Errorf("libvirt: upload to volume %s: %w", v.Name, err)
+	}
+	defer release()
 	size := fi.Size()
 	s, err := c.openStream(ctx, procStorageVolUpload, uploadArgs(v, size, storageVolUploadSparseStream))
 	if err != nil {

@@ -28,6 +28,8 @@ func TestChartValuesSchema(t *testing.T) {
 
 		{set: []string{"controller.replicas=abc"}, wantName: "/controller/replicas"},
 		{set: []string{"operator.replicas=-1"}, wantName: "/operator/replicas"},
+		{set: []string{"controller.workers=0"}, wantName: "/controller/workers"},
+		{set: []string{"imagebuilder.workers=65"}, wantName: "/imagebuilder/workers"},
 		{set: []string{"log.format=xml"}, wantName: "/log/format"},
 		{set: []string{"log.level=verbose"}, wantName: "/log/level"},
 		{set: []string{"controler.replicas=3"}, wantName: "'controler'"},

@@ -29,6 +29,15 @@ const (
 	ReasonWaitingForImage = "WaitingForImage"
 )
 
+// LibvirtMachine Ready reason of host protection (docs/adr/0133).
+const (
+	// ReasonHostUnavailable: the last connection attempts to the Provider's host failed, and
+	// its circuit breaker holds further ones off for a cool-down; nothing was sent to the host,
+	// and the machine is looked at again when the cool-down ends. The message names the
+	// Provider, the attempts and the last error.
+	ReasonHostUnavailable = "HostUnavailable"
+)
+
 // LibvirtMachine Ready reasons of a graceful power-off and of suspension (docs/adr/0118); each
 // is also the reason of the event announcing it.
 const (

@@ -8,7 +8,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,6 +34,9 @@ const (
 type Options struct {
 	// Namespace limits pools, claims and members to one namespace; empty means every namespace.
 	Namespace string
+	// Workers is how many pools are reconciled at once (--workers); zero means one. Claims are
+	// always reconciled one at a time (claimConcurrentReconciles).
+	Workers int
 }
 
 // Setup registers the VirtualMachinePool and VirtualMachineClaim controllers with mgr.
@@ -74,7 +76,7 @@ func setupPool(mgr manager.Manager, opts Options) error {
 		// still frees room in the pool.
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(poolOfMember), inScope(opts)).
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(pools)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(&poolReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})
 	if err != nil {
 		return fmt.Errorf("creating virtualmachinepool controller: %w", err)
@@ -97,7 +99,7 @@ func setupClaim(mgr manager.Manager, opts Options, concurrency int) error {
 		For(&banlieuev1.VirtualMachineClaim{}, inScope(opts)).
 		// A bound member is controlled by its claim, so losing it wakes the claim at once.
 		Owns(&banlieuev1.VirtualMachine{}, inScope(opts)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: concurrency}).
+		WithOptions(app.ControllerOptions(concurrency)).
 		Complete(&claimReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()})
 	if err != nil {
 		return fmt.Errorf("creating virtualmachineclaim controller: %w", err)

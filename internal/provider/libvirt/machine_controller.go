@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -48,9 +47,10 @@ type MachineReconciler struct {
 	ProviderNamespace string
 	// starts tells a start libvirtd lost from one in flight.
 	starts startWatch
-	// Workers is how many machines are reconciled at once; zero means one. A machine whose
-	// host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold back
-	// the machines queued behind it.
+	// Workers is how many machines are reconciled at once (--workers); zero means one. A machine
+	// whose host call hangs (a frozen libvirtd holds it until keepalive gives up) must not hold
+	// back the machines queued behind it; what one host takes at once is bounded apart
+	// (hostconn.Limits).
 	Workers int
 	// Resync is how often a machine is looked at again; zero means the intervals of docs/operations.md, "Requeue intervals".
 	Resync time.Duration
@@ -79,7 +79,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
 		WatchesRawSource(source.Channel(r.events.ch, handler.TypedEnqueueRequestsFromMapFunc(r.machinesFor))).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter(), MaxConcurrentReconciles: max(r.Workers, 1)}).
+		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r.events.track(r))
 }
 
@@ -146,7 +146,13 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
-	if err := teardown(ctx, c, m); err != nil {
+	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
+	if err != nil {
+		return r.retry(ctx, m, err)
+	}
+	err = teardown(ctx, c, m)
+	release()
+	if err != nil {
 		return r.retry(ctx, m, err)
 	}
 	r.starts.clear(m.UID)
@@ -204,7 +210,12 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
+	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
+	if err != nil {
+		return r.retry(ctx, m, err)
+	}
 	obs, err := converge(ctx, c, m, userData, r.volumeRecord(m), &r.starts)
+	release()
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
@@ -291,7 +302,7 @@ func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine
 	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil
+	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, hostRetry(err), app.ErrorRetry)}, nil
 }
 
 // setProviderID records libvirt://<provider>/<uuid> once, as the Cluster API contract asks.

@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,6 +49,8 @@ type ProviderReconciler struct {
 	// Resync is how often a healthy Provider is probed again; zero means every 30 s. Tests
 	// shorten it to watch a host change without touching the object.
 	Resync time.Duration
+	// Workers is how many Providers are probed at once (--workers); zero means one.
+	Workers int
 
 	// lost receives a Provider whose probed connection ended by itself (keepalive declared
 	// libvirtd dead, or it hung up), so the Provider says so at once rather than at the next
@@ -70,7 +71,7 @@ func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()})
+		WithOptions(app.ControllerOptions(r.Workers))
 	return b.Complete(r)
 }
 
@@ -84,7 +85,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	var p banlieuev1.Provider
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.Connections.Forget(req.NamespacedName)
+			r.Connections.ForgetHost(req.NamespacedName)
 			_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
 			forgetFailureDomains(req.Namespace, req.Name)
 		}
@@ -124,7 +125,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			// triggers the next reconcile, so retrying on a timer would only repeat the error.
 			return ctrl.Result{}, reconcile.TerminalError(err)
 		}
-		return ctrl.Result{RequeueAfter: min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry))}, nil
+		return ctrl.Result{RequeueAfter: cmp.Or(hostRetry(err), min(app.ErrorRetry, cmp.Or(r.Resync, app.ErrorRetry)))}, nil
 	}
 
 	n := narrowCapabilities(p.Spec.Capabilities, host)

@@ -89,8 +89,8 @@ func TestBoundFlagsRefused(t *testing.T) {
 			"invalid --import-memory-request: 1Gi is above --import-memory-limit 256Mi"},
 		{[]string{"provider", "libvirt"}, "invalid --import-service-account: empty"},
 		{[]string{"provider", "libvirt", "--import-cpu-limit", "lots"}, `invalid argument "lots" for "--import-cpu-limit" flag`},
-		{[]string{"provider", "libvirt", "--machine-workers", "0"}, "invalid --machine-workers: 0: want 1 to 64"},
-		{[]string{"provider", "libvirt", "--machine-workers", "65"}, "invalid --machine-workers: 65: want 1 to 64"},
+		{[]string{"provider", "libvirt", "--workers", "0", "--import-service-account", "p-import"}, "invalid --workers: 0: want 1 to 64"},
+		{[]string{"controller", "--workers", "65"}, "invalid --workers: 65: want 1 to 64"},
 	} {
 		out, err := exec.Command(bin, append(tt.args, "--kubeconfig", "/nonexistent")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tt.want) {

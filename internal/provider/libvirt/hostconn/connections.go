@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -12,10 +13,12 @@ import (
 
 // Connections keeps one multiplexed libvirt connection per Provider, shared by every controller
 // of the process. A connection is replaced when it breaks or when the Provider's endpoint or
-// credentials change, so rotated certificates take effect on the next reconcile.
+// credentials change, so rotated certificates take effect on the next reconcile. Each
+// Provider's host also has its limits and its circuit breaker (hosts.go, breaker.go).
 type Connections struct {
-	mu    sync.Mutex // guards slots, onEvent and subscribedOnce; never held while dialling
+	mu    sync.Mutex // guards slots, hosts, onEvent and subscribedOnce; never held while dialling
 	slots map[types.NamespacedName]*slot
+	hosts map[types.NamespacedName]*host
 	// onEvent receives the domain events of every connection (events.go); subscribedOnce
 	// remembers the Providers whose events were subscribed before, so a new subscription says
 	// that some may have been missed.
@@ -23,6 +26,11 @@ type Connections struct {
 	subscribedOnce map[types.NamespacedName]bool
 	// Dialer's zero fields take pkg/libvirt's defaults; tests may shorten keepalive.
 	Dialer libvirt.Dialer
+	// Limits and Breaker apply to every host (zero fields: DefaultLimits, DefaultBreaker);
+	// Observer, if set, is told their changes. Set them before the first Get.
+	Limits   Limits
+	Breaker  Breaker
+	Observer Observer
 }
 
 // slot is one Provider's connection. Its token is held while the connection is checked or
@@ -39,14 +47,20 @@ type slot struct {
 
 // NewConnections returns an empty set of connections.
 func NewConnections() *Connections {
-	return &Connections{slots: map[types.NamespacedName]*slot{}, subscribedOnce: map[types.NamespacedName]bool{}}
+	return &Connections{slots: map[types.NamespacedName]*slot{}, hosts: map[types.NamespacedName]*host{},
+		subscribedOnce: map[types.NamespacedName]bool{}}
 }
 
 // Get returns the Provider's live connection, dialling when there is none, when it broke, or
-// when key (endpoint and credential versions) changed.
+// when key (endpoint and credential versions) changed. While the host's breaker is open it
+// returns a *HostUnavailableError at once, without waiting for a dial under way.
 func (p *Connections) Get(ctx context.Context, provider types.NamespacedName, endpoint libvirt.Endpoint,
 	creds Credentials) (*libvirt.Client, error) {
+	h := p.host(provider)
 	for {
+		if err := h.refuse(time.Now(), false); err != nil {
+			return nil, err
+		}
 		s := p.slot(provider)
 		select {
 		case s.token <- struct{}{}:
@@ -58,7 +72,7 @@ func (p *Connections) Get(ctx context.Context, provider types.NamespacedName, en
 			<-s.token
 			continue
 		}
-		c, dialled, err := s.get(ctx, p.Dialer, endpoint, creds)
+		c, dialled, err := s.get(ctx, h, p.Dialer, endpoint, creds)
 		if dialled {
 			// Under the token, so the callers waiting for this connection find it subscribed.
 			p.subscribe(ctx, provider, s, c)
@@ -68,8 +82,10 @@ func (p *Connections) Get(ctx context.Context, provider types.NamespacedName, en
 	}
 }
 
-// get runs with the slot's token held; dialled is true when c is a new connection.
-func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpoint, creds Credentials) (c *libvirt.Client, dialled bool, err error) {
+// get runs with the slot's token held; dialled is true when c is a new connection. A dial asks
+// the host's breaker first and tells it the outcome; the connection's uploads take the host's
+// upload slots.
+func (s *slot) get(ctx context.Context, h *host, d libvirt.Dialer, endpoint libvirt.Endpoint, creds Credentials) (c *libvirt.Client, dialled bool, err error) {
 	key := endpoint.String() + "|" + creds.Version
 	if s.client != nil {
 		if s.key == key && s.client.Err() == nil {
@@ -78,8 +94,13 @@ func (s *slot) get(ctx context.Context, d libvirt.Dialer, endpoint libvirt.Endpo
 		_ = s.client.Close()
 		s.client = nil
 	}
-	d.Endpoint, d.Credentials = endpoint, creds.TLS
-	if c, err = d.Dial(ctx); err != nil {
+	if err := h.refuse(time.Now(), true); err != nil {
+		return nil, false, err
+	}
+	d.Endpoint, d.Credentials, d.UploadLimiter = endpoint, creds.TLS, h.gates[OperationUpload]
+	c, err = d.Dial(ctx)
+	h.dialled(time.Now(), err)
+	if err != nil {
 		return nil, false, err
 	}
 	s.key, s.client = key, c

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -66,6 +65,8 @@ type Reconciler struct {
 	Bounds jobbounds.Bounds
 	// Pull is how import pods pull ImportImage.
 	Pull jobimage.Pull
+	// Workers is how many VMImages are reconciled at once (--workers); zero means one.
+	Workers int
 	// OldBaseGrace is how long after a rebuilt artifact's import finished the bases it
 	// replaced are left alone whatever else holds; zero means defaultOldBaseGrace.
 	OldBaseGrace time.Duration
@@ -92,7 +93,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r)
 }
 

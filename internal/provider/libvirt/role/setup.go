@@ -25,6 +25,12 @@ import (
 	"banlieue.io/banlieue/internal/provider/libvirt/image"
 )
 
+// DefaultWorkers is the provider's --workers (docs/operations.md, "Common flags"). Its passes
+// wait on hosts, and what each host takes at once is bounded apart (hostconn.Limits), so the
+// workers may outnumber one host's slots: the extra ones serve other hosts, or wait in the
+// host's queue, where they are counted.
+const DefaultWorkers = 16
+
 // Options configure the libvirt provider role (docs/operations.md, "Role-specific flags").
 type Options struct {
 	// ProviderName, when set, limits the process to one Provider, its machines and its rows.
@@ -48,14 +54,18 @@ type Options struct {
 	// Resync, when set, replaces the Provider and LibvirtMachine controllers' requeue intervals
 	// (docs/operations.md, "Requeue intervals"): for tests and benches that cannot wait 30 s.
 	Resync time.Duration
-	// MachineWorkers is how many LibvirtMachines are reconciled at once (--machine-workers);
-	// zero means one.
-	MachineWorkers int
 	// ConsolePort is where the console endpoint listens (--console-port; zero: no endpoint). It
 	// needs ProviderName: a console is opened only for the one Provider's machines.
 	ConsolePort int
 	// ConsoleRelay is the user the console relay's tokens authenticate as (--console-relay).
 	ConsoleRelay string
+	// Workers is how many objects each of the role's controllers reconciles at once
+	// (--workers); zero means one.
+	Workers int
+	// HostLimits and Breaker protect each host (--host-domain-operations, --host-volume-uploads,
+	// --host-breaker-failures, --host-breaker-cool-down); zero fields take hostconn's defaults.
+	HostLimits hostconn.Limits
+	Breaker    hostconn.Breaker
 }
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
@@ -93,6 +103,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	conns := hostconn.NewConnections()
 	conns.Dialer.Observer = providerlibvirt.RPCObserver()
+	conns.Limits, conns.Breaker, conns.Observer = opts.HostLimits, opts.Breaker, providerlibvirt.HostObserver()
 	if err := mgr.Add(closeOnStop(conns.Close)); err != nil {
 		return err
 	}
@@ -101,6 +112,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		APIReader:   mgr.GetAPIReader(),
 		Connections: conns,
 		Resync:      opts.Resync,
+		Workers:     opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -116,6 +128,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		WatchJobs:            watchJobs,
 		Bounds:               opts.ImportBounds,
 		Pull:                 opts.ImportPull,
+		Workers:              opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -126,7 +139,7 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 		ProviderName:      opts.ProviderName,
 		ProviderNamespace: opts.ProviderNamespace,
 		Resync:            opts.Resync,
-		Workers:           opts.MachineWorkers,
+		Workers:           opts.Workers,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
