@@ -1,8 +1,9 @@
 //go:build bench
 
 // Command image compares `banlieue provider libvirt import` (the real binary, against a real
-// API server) with `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw
-// image into a dir pool of the lab libvirtd (hack/libvirt-lab.sh).
+// API server), verifying with the sha256 alone and with the extent digest too (ADR-0134), with
+// `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw image into a dir
+// pool of the lab libvirtd (hack/libvirt-lab.sh).
 //
 //	go run -tags bench ./bench/image [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH]
 //
@@ -40,6 +41,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/bench/internal/program"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/extentdigest"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -106,6 +108,11 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 		return err
 	}
 	fmt.Println("source sha256:", sum)
+	extent, err := extentDigestFile(src)
+	if err != nil {
+		return err
+	}
+	fmt.Println("source extent digest:", extent)
 
 	creds, err := libvirt.ReadPKIDir(b.pki)
 	if err != nil {
@@ -137,7 +144,10 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 		run  func() (result, error)
 	}{
 		{"banlieue import", func() (result, error) {
-			return b.ours(bin, kubeconfig, src, sum)
+			return b.ours(bin, kubeconfig, src, sum, "")
+		}},
+		{"banlieue import, extent digest", func() (result, error) {
+			return b.ours(bin, kubeconfig, src, sum, extent)
 		}},
 		{"virsh vol-upload", func() (result, error) { return b.virsh(src, sum, size, false) }},
 		{"virsh vol-upload --sparse", func() (result, error) { return b.virsh(src, sum, size, true) }},
@@ -158,7 +168,7 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			res.name = c.name
-			fmt.Printf("round %d %-27s wall %7.2fs upload %7.2fs  peak RSS %6.1f MiB  allocated %7.1f MiB  content ok %v\n",
+			fmt.Printf("round %d %-30s wall %7.2fs upload %7.2fs  peak RSS %6.1f MiB  allocated %7.1f MiB  content ok %v\n",
 				r+1, c.name, res.wall.Seconds(), res.upload.Seconds(), mib(res.rss), mib(res.allocated), res.contentOK)
 			all[c.name] = append(all[c.name], res)
 			if !res.contentOK {
@@ -168,15 +178,20 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 	}
 	fmt.Println()
 	fmt.Printf("medians over %d rounds (machine shared with other jobs):\n", rounds)
-	fmt.Printf("| %-27s | %9s | %9s | %10s | %9s | %12s |\n", "tool", "wall s", "upload s", "wall ratio", "peak RSS", "allocated")
-	ourWall := median(all[contenders[0].name], func(r result) float64 { return r.wall.Seconds() })
+	fmt.Printf("| %-30s | %9s | %9s | %18s | %9s | %12s |\n", "tool", "wall s", "upload s", "÷ virsh --sparse", "peak RSS", "allocated")
+	sparseWall := median(all[contenders[len(contenders)-1].name], func(r result) float64 { return r.wall.Seconds() })
 	for _, c := range contenders {
 		rs := all[c.name]
 		w := median(rs, func(r result) float64 { return r.wall.Seconds() })
 		u := median(rs, func(r result) float64 { return r.upload.Seconds() })
 		rss := median(rs, func(r result) float64 { return mib(r.rss) })
 		alloc := median(rs, func(r result) float64 { return mib(r.allocated) })
-		fmt.Printf("| %-27s | %9.2f | %9.2f | %9.2fx | %5.1f MiB | %8.0f MiB |\n", c.name, w, u, ourWall/w, rss, alloc)
+		fmt.Printf("| %-30s | %9.2f | %9.2f | %17.2fx | %5.1f MiB | %8.0f MiB |\n", c.name, w, u, w/sparseWall, rss, alloc)
+		var walls []string
+		for _, r := range rs {
+			walls = append(walls, fmt.Sprintf("%.2f", r.wall.Seconds()))
+		}
+		fmt.Printf("|   rounds (wall s): %s\n", strings.Join(walls, " / "))
 	}
 	return nil
 }
@@ -197,11 +212,16 @@ func median(rs []result, f func(result) float64) float64 {
 
 var importedRE = regexp.MustCompile(`imported .* in ([0-9.]+[a-zµ]+) \(`)
 
-// ours runs the real binary the way an import Job does, with --checksum as the controller passes it.
-func (b *bench) ours(bin, kubeconfig, src, sum string) (result, error) {
-	cmd := timed(b.tmp, bin, "provider", "libvirt", "import", "--kubeconfig", kubeconfig,
+// ours runs the real binary the way an import Job does, with --checksum as the controller passes
+// it and, when extent is set, --extent-digest as it passes an artifact's extent digest.
+func (b *bench) ours(bin, kubeconfig, src, sum, extent string) (result, error) {
+	args := []string{"provider", "libvirt", "import", "--kubeconfig", kubeconfig,
 		"--vmimage", "bench", "--provider", "lab", "--provider-namespace", ns, "--pool", b.pool.Name,
-		"--source", src, "--checksum", "sha256:"+sum)
+		"--source", src, "--checksum", "sha256:" + sum}
+	if extent != "" {
+		args = append(args, "--extent-digest", extent)
+	}
+	cmd := timed(b.tmp, bin, args...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
@@ -482,6 +502,24 @@ func sha256File(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// extentDigestFile is the extent digest of path, read whole as the builder reads its artifact.
+func extentDigestFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	x := extentdigest.New(fi.Size())
+	if _, err := io.CopyBuffer(x, f, make([]byte, 1<<20)); err != nil {
+		return "", err
+	}
+	return x.Sum()
 }
 
 func randHex(n int) string {
