@@ -156,6 +156,12 @@ type BuildArtifact struct {
 	// checksum of the artifact file as written: sha256:<hex>.
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
+	// extentDigest of the artifact file: extents-sha256:<hex>, a sha256 over its size and its
+	// blocks that are not all zeros (ADR-0134). The import verifies with it instead of checksum,
+	// at the cost of the data only. Unset for an artifact built before it was published.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^extents-sha256:[0-9a-f]{64}$`
+	ExtentDigest string `json:"extentDigest,omitempty"`
 	// sizeBytes of the artifact file.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`

@@ -1,10 +1,11 @@
 //go:build bench
 
 // Command image compares `banlieue provider libvirt import` (the real binary, against a real
-// API server) with `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw
-// image into a dir pool of the lab libvirtd (hack/libvirt-lab.sh).
+// API server), verifying with the sha256 alone and with the extent digest too (ADR-0134), with
+// `virsh vol-upload` and `virsh vol-upload --sparse`, importing one sparse raw image into a dir
+// pool of the lab libvirtd (hack/libvirt-lab.sh).
 //
-//	go run -tags bench ./bench/image [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH]
+//	go run -tags bench ./bench/image [-size 4GiB] [-data-percent 20] [-rounds 3] [-banlieue PATH] [-dense=false]
 //
 // Each contender runs as its own process; its peak RSS is the kernel's ru_maxrss for that
 // process (what /usr/bin/time -v reports as "Maximum resident set size"). After every run the
@@ -40,6 +41,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/bench/internal/program"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/extentdigest"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -53,6 +55,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "alternating rounds; medians are reported")
 	bin := flag.String("banlieue", "", "banlieue binary (default: built from the repository)")
 	work := flag.String("dir", "/var/tmp/banlieue-bench-image", "where the source image is kept between runs")
+	dense := flag.Bool("dense", true, "also run the dense `virsh vol-upload` (the slowest contender by far)")
 	flag.Parse()
 	if *lab == "" {
 		program.Fatal(errors.New("no lab: run hack/libvirt-lab.sh start and source /var/tmp/banlieue-lab/env"))
@@ -61,7 +64,7 @@ func main() {
 	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint}
 	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	program.OnSignal(b.cleanup)
-	err := b.run(int64(size), *dataPct, *rounds, *bin, *work)
+	err := b.run(int64(size), *dataPct, *rounds, *bin, *work, *dense)
 	b.cleanup()
 	program.Fatal(err)
 }
@@ -79,11 +82,12 @@ type result struct {
 	name         string
 	wall, upload time.Duration // whole command(s); the upload alone
 	rss          int64         // bytes
+	cpu          time.Duration // user + system CPU of the import or vol-upload process
 	allocated    int64         // bytes of the volume on the host
 	contentOK    bool
 }
 
-func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) error {
+func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string, dense bool) error {
 	ctx := context.Background()
 	var err error
 	if b.tmp, err = os.MkdirTemp("", "bench-image-"); err != nil {
@@ -106,6 +110,11 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 		return err
 	}
 	fmt.Println("source sha256:", sum)
+	extent, err := extentDigestFile(src)
+	if err != nil {
+		return err
+	}
+	fmt.Println("source extent digest:", extent)
 
 	creds, err := libvirt.ReadPKIDir(b.pki)
 	if err != nil {
@@ -137,10 +146,16 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 		run  func() (result, error)
 	}{
 		{"banlieue import", func() (result, error) {
-			return b.ours(bin, kubeconfig, src, sum)
+			return b.ours(bin, kubeconfig, src, sum, "")
+		}},
+		{"banlieue import, extent digest", func() (result, error) {
+			return b.ours(bin, kubeconfig, src, sum, extent)
 		}},
 		{"virsh vol-upload", func() (result, error) { return b.virsh(src, sum, size, false) }},
 		{"virsh vol-upload --sparse", func() (result, error) { return b.virsh(src, sum, size, true) }},
+	}
+	if !dense {
+		contenders = slices.Delete(contenders, 2, 3)
 	}
 	all := map[string][]result{}
 	for r := 0; r < rounds; r++ {
@@ -158,8 +173,8 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			res.name = c.name
-			fmt.Printf("round %d %-27s wall %7.2fs upload %7.2fs  peak RSS %6.1f MiB  allocated %7.1f MiB  content ok %v\n",
-				r+1, c.name, res.wall.Seconds(), res.upload.Seconds(), mib(res.rss), mib(res.allocated), res.contentOK)
+			fmt.Printf("round %d %-30s wall %7.2fs upload %7.2fs  CPU %6.2fs  peak RSS %6.1f MiB  allocated %7.1f MiB  content ok %v\n",
+				r+1, c.name, res.wall.Seconds(), res.upload.Seconds(), res.cpu.Seconds(), mib(res.rss), mib(res.allocated), res.contentOK)
 			all[c.name] = append(all[c.name], res)
 			if !res.contentOK {
 				return fmt.Errorf("%s: volume content differs from the source", c.name)
@@ -168,15 +183,21 @@ func (b *bench) run(size int64, dataPct float64, rounds int, bin, work string) e
 	}
 	fmt.Println()
 	fmt.Printf("medians over %d rounds (machine shared with other jobs):\n", rounds)
-	fmt.Printf("| %-27s | %9s | %9s | %10s | %9s | %12s |\n", "tool", "wall s", "upload s", "wall ratio", "peak RSS", "allocated")
-	ourWall := median(all[contenders[0].name], func(r result) float64 { return r.wall.Seconds() })
+	fmt.Printf("| %-30s | %9s | %9s | %18s | %6s | %9s | %12s |\n", "tool", "wall s", "upload s", "÷ virsh --sparse", "CPU s", "peak RSS", "allocated")
+	sparseWall := median(all[contenders[len(contenders)-1].name], func(r result) float64 { return r.wall.Seconds() })
 	for _, c := range contenders {
 		rs := all[c.name]
 		w := median(rs, func(r result) float64 { return r.wall.Seconds() })
 		u := median(rs, func(r result) float64 { return r.upload.Seconds() })
 		rss := median(rs, func(r result) float64 { return mib(r.rss) })
 		alloc := median(rs, func(r result) float64 { return mib(r.allocated) })
-		fmt.Printf("| %-27s | %9.2f | %9.2f | %9.2fx | %5.1f MiB | %8.0f MiB |\n", c.name, w, u, ourWall/w, rss, alloc)
+		cpu := median(rs, func(r result) float64 { return r.cpu.Seconds() })
+		fmt.Printf("| %-30s | %9.2f | %9.2f | %17.2fx | %6.2f | %5.1f MiB | %8.0f MiB |\n", c.name, w, u, w/sparseWall, cpu, rss, alloc)
+		var walls []string
+		for _, r := range rs {
+			walls = append(walls, fmt.Sprintf("%.2f", r.wall.Seconds()))
+		}
+		fmt.Printf("|   rounds (wall s): %s\n", strings.Join(walls, " / "))
 	}
 	return nil
 }
@@ -197,22 +218,27 @@ func median(rs []result, f func(result) float64) float64 {
 
 var importedRE = regexp.MustCompile(`imported .* in ([0-9.]+[a-zµ]+) \(`)
 
-// ours runs the real binary the way an import Job does, with --checksum as the controller passes it.
-func (b *bench) ours(bin, kubeconfig, src, sum string) (result, error) {
-	cmd := timed(b.tmp, bin, "provider", "libvirt", "import", "--kubeconfig", kubeconfig,
+// ours runs the real binary the way an import Job does, with --checksum as the controller passes
+// it and, when extent is set, --extent-digest as it passes an artifact's extent digest.
+func (b *bench) ours(bin, kubeconfig, src, sum, extent string) (result, error) {
+	args := []string{"provider", "libvirt", "import", "--kubeconfig", kubeconfig,
 		"--vmimage", "bench", "--provider", "lab", "--provider-namespace", ns, "--pool", b.pool.Name,
-		"--source", src, "--checksum", "sha256:"+sum)
+		"--source", src, "--checksum", "sha256:" + sum}
+	if extent != "" {
+		args = append(args, "--extent-digest", extent)
+	}
+	cmd := timed(b.tmp, bin, args...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
 	if err != nil {
 		return result{}, fmt.Errorf("%v\n%s", err, out)
 	}
-	rss, err := maxRSS(b.tmp)
+	rss, cpu, err := maxRSS(b.tmp)
 	if err != nil {
 		return result{}, err
 	}
-	res := result{wall: wall, rss: rss}
+	res := result{wall: wall, rss: rss, cpu: cpu}
 	if m := importedRE.FindSubmatch(out); m != nil {
 		if d, err := time.ParseDuration(string(m[1])); err == nil {
 			res.upload = d
@@ -248,7 +274,7 @@ func (b *bench) virsh(src, sum string, size int64, sparse bool) (result, error) 
 	}
 	res := result{upload: time.Since(upStart), wall: time.Since(start)}
 	var err error
-	if res.rss, err = maxRSS(b.tmp); err != nil {
+	if res.rss, res.cpu, err = maxRSS(b.tmp); err != nil {
 		return res, err
 	}
 	if err := b.verify(&res, vol, sum); err != nil {
@@ -261,20 +287,22 @@ func (b *bench) virsh(src, sum string, size int64, sparse bool) (result, error) 
 // own peak. (The ru_maxrss of a child of this process would not do: a child forked by a large
 // parent inherits the parent's high-water mark.)
 func timed(dir, name string, args ...string) *exec.Cmd {
-	return exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", filepath.Join(dir, "rss"), name}, args...)...)
+	return exec.Command("/usr/bin/time", append([]string{"-f", "%M %U %S", "-o", filepath.Join(dir, "rss"), name}, args...)...)
 }
 
-// maxRSS reads what /usr/bin/time wrote, in KiB, as bytes.
-func maxRSS(dir string) (int64, error) {
+// maxRSS reads what /usr/bin/time wrote: the peak RSS, in KiB, as bytes, and the user plus
+// system CPU time.
+func maxRSS(dir string) (int64, time.Duration, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "rss"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var kib int64
-	if _, err := fmt.Sscan(strings.TrimSpace(string(data)), &kib); err != nil {
-		return 0, fmt.Errorf("reading /usr/bin/time output %q: %w", data, err)
+	var user, sys float64
+	if _, err := fmt.Sscan(strings.TrimSpace(string(data)), &kib, &user, &sys); err != nil {
+		return 0, 0, fmt.Errorf("reading /usr/bin/time output %q: %w", data, err)
 	}
-	return kib << 10, nil
+	return kib << 10, time.Duration((user + sys) * float64(time.Second)), nil
 }
 
 // verify hashes the volume file on the host and records its allocation.
@@ -482,6 +510,24 @@ func sha256File(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// extentDigestFile is the extent digest of path, read whole as the builder reads its artifact.
+func extentDigestFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	x := extentdigest.New(fi.Size())
+	if _, err := io.CopyBuffer(x, f, make([]byte, 1<<20)); err != nil {
+		return "", err
+	}
+	return x.Sum()
 }
 
 func randHex(n int) string {

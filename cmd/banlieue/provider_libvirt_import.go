@@ -18,7 +18,7 @@ func newProviderLibvirtImportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import --vmimage NAME --provider NAME --provider-namespace NS --pool POOL --source PATH",
 		Short: "Stream a built image artifact into a libvirt storage volume of a Provider's host",
-		Long: `import verifies --source (and --checksum when given), connects to the Provider's host with
+		Long: `import verifies --source (against --extent-digest when given, else --checksum), connects to the Provider's host with
 the Provider's own credentials and uploads the file into --pool as a sparse raw volume. Before
 the volume is created it writes a marker volume <volume>.sha256 recording the import as in
 progress, and rewrites it as complete after the upload. An imported volume is never replaced:
@@ -42,6 +42,7 @@ that name (another artifact's, or one without a banlieue marker) is refused, unt
 	f.StringVar(&o.Source, "source", "", "artifact file to upload (raw disk or ISO)")
 	f.StringVar(&o.VolumeName, "volume-name", "", "volume name (default <vmimage>.raw, or <vmimage>.iso for an ISO)")
 	f.StringVar(&o.Checksum, "checksum", "", "sha256:<hex> or sha512:<hex> the source must match")
+	f.StringVar(&o.ExtentDigest, "extent-digest", "", "extents-sha256:<hex> the source must match, verified instead of --checksum (which must be a sha256) at the cost of the data only")
 	kubeconfigFlag(f, &kubeconfig)
 	for _, name := range []string{"vmimage", "provider", "provider-namespace", "pool", "source"} {
 		_ = cmd.MarkFlagRequired(name)

@@ -325,7 +325,8 @@ func cond(typ batchv1.JobConditionType, msg string) []batchv1.JobCondition {
 }
 
 func TestMirror(t *testing.T) {
-	const okResult = `{"kind":"cloudImage","file":"debian-12.raw","checksum":"sha256:aa","sizeBytes":1048576,"sourceDigest":"sha256:bb"}`
+	extent := "extents-sha256:" + strings.Repeat("cd", 32)
+	okResult := `{"kind":"cloudImage","file":"debian-12.raw","checksum":"sha256:aa","extentDigest":"` + extent + `","sizeBytes":1048576,"sourceDigest":"sha256:bb"}`
 	ref := &banlieuev1.JobReference{Name: "build-debian-12", Namespace: "ns"}
 	for _, tt := range []struct {
 		name string
@@ -341,7 +342,7 @@ func TestMirror(t *testing.T) {
 			JobRef: ref, Message: "build Job build-debian-12 running"}},
 		{"succeeded", jobWith(batchv1.JobStatus{Succeeded: 1, Conditions: cond(batchv1.JobComplete, "")}), okResult,
 			banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Ready", Reason: "Reconciled", JobRef: ref,
-				PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}, File: "debian-12.raw", Checksum: "sha256:aa",
+				PVCRef: &banlieuev1.LocalObjectReference{Name: "pvc"}, File: "debian-12.raw", Checksum: "sha256:aa", ExtentDigest: extent,
 				SizeBytes: 1 << 20, SourceDigest: "sha256:bb", Message: "artifact debian-12.raw built"}},
 		{"succeeded without a result", jobWith(batchv1.JobStatus{Succeeded: 1, Conditions: cond(batchv1.JobComplete, "")}), "",
 			banlieuev1.BuildArtifact{Kind: "cloudImage", Phase: "Failed", Reason: "BuildFailed", JobRef: ref,
@@ -370,6 +371,8 @@ func TestParseResult(t *testing.T) {
 		wantErr bool
 	}{
 		{`{"kind":"iso","file":"x.iso","checksum":"sha256:aa","sizeBytes":1}`, false},
+		{`{"kind":"cloudImage","file":"x.raw","checksum":"sha256:aa","extentDigest":"extents-sha256:` + strings.Repeat("ab", 32) + `"}`, false},
+		{`{"kind":"cloudImage","file":"x.raw","checksum":"sha256:aa","extentDigest":"sha256:aa"}`, true},
 		{`{"kind":"floppy","file":"x.img","checksum":"sha256:aa"}`, true},
 		{`{"kind":"iso","checksum":"sha256:aa"}`, true},
 		{`downloading https://...`, true},

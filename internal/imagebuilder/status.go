@@ -11,6 +11,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/pkg/extentdigest"
 )
 
 // pendingArtifact is the status while no Job exists (yet, or again after a stale one went).
@@ -52,6 +53,7 @@ func mirror(job *batchv1.Job, pvc, termination string) *banlieuev1.BuildArtifact
 		}
 		a.Phase, a.Reason, a.Message = banlieuev1.BuildReady, banlieuev1.ReasonReconciled, "artifact "+res.File+" built"
 		a.Kind, a.File, a.Checksum, a.SizeBytes, a.SourceDigest = res.Kind, res.File, res.Checksum, res.SizeBytes, res.SourceDigest
+		a.ExtentDigest = res.ExtentDigest
 		a.PVCRef = &banlieuev1.LocalObjectReference{Name: pvc}
 	}
 	return a
@@ -83,6 +85,13 @@ func parseResult(termination string) (build.Result, error) {
 		return res, fmt.Errorf("no file or checksum in %q", termination)
 	case res.Kind != banlieuev1.ArtifactCloudImage && res.Kind != banlieuev1.ArtifactISO:
 		return res, fmt.Errorf("unknown artifact kind %q", res.Kind)
+	}
+	if res.ExtentDigest != "" {
+		d, err := extentdigest.Parse(res.ExtentDigest)
+		if err != nil {
+			return res, fmt.Errorf("extentDigest: %w", err)
+		}
+		res.ExtentDigest = d
 	}
 	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	"banlieue.io/banlieue/internal/imagebuilder/qcow2"
+	"banlieue.io/banlieue/pkg/extentdigest"
 )
 
 // FromEnv is where the build Job's container finds its source when --from is not given: the
@@ -49,6 +51,8 @@ type Result struct {
 	Checksum     string                  `json:"checksum"`
 	SizeBytes    int64                   `json:"sizeBytes"`
 	SourceDigest string                  `json:"sourceDigest,omitempty"`
+	// ExtentDigest is the artifact's extent digest (ADR-0134), from the same read as Checksum.
+	ExtentDigest string `json:"extentDigest,omitempty"`
 }
 
 // Build runs the pipeline. Intermediate files sit next to the output, on the same filesystem,
@@ -369,7 +373,7 @@ func publish(staged, output string, kind banlieuev1.ArtifactKind) (Result, error
 	if fi.Size() == 0 {
 		return Result{}, errors.New("the source is empty; refusing to publish an empty disk")
 	}
-	sum, err := checksum.File(staged, "sha256")
+	sum, extent, err := digests(staged, fi.Size())
 	if err != nil {
 		return Result{}, err
 	}
@@ -387,7 +391,26 @@ func publish(staged, output string, kind banlieuev1.ArtifactKind) (Result, error
 	if err := syncDir(filepath.Dir(output)); err != nil {
 		return Result{}, err
 	}
-	return Result{Kind: kind, File: filepath.Base(output), Checksum: sum.String(), SizeBytes: fi.Size()}, nil
+	return Result{Kind: kind, File: filepath.Base(output), Checksum: sum.String(), ExtentDigest: extent, SizeBytes: fi.Size()}, nil
+}
+
+// digests reads the staged artifact once for both digests the import may verify: its sha256
+// and its extent digest.
+func digests(path string, size int64) (checksum.Digest, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return checksum.Digest{}, "", err
+	}
+	defer func() { _ = f.Close() }() // read only: closing it loses nothing
+	sha, extent := sha256.New(), extentdigest.New(size)
+	if _, err := io.CopyBuffer(io.MultiWriter(sha, extent), f, make([]byte, checksum.ChunkSize)); err != nil {
+		return checksum.Digest{}, "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	ext, err := extent.Sum() // fails only if the file changed size under the build
+	if err != nil {
+		return checksum.Digest{}, "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return checksum.Of("sha256", sha), ext, nil
 }
 
 func writeFileSync(path string, data []byte) error {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/pkg/extentdigest"
 	"banlieue.io/banlieue/test/jobrunner"
 )
 
@@ -121,6 +123,11 @@ func TestImagePipeline(t *testing.T) {
 		if got := testenv.FileSHA256(t, filepath.Join(artifacts, "cirros.raw")); got != want {
 			t.Errorf("artifact on the PVC differs from qemu-img convert: %s, want %s", got, want)
 		}
+		// The build publishes the extent digest beside the sha256 (ADR-0134), and every import
+		// Job verifies with it.
+		if wantExtent := extentDigestOf(t, rawA); a.ExtentDigest != wantExtent {
+			t.Errorf("buildArtifact.extentDigest = %q, want %s", a.ExtentDigest, wantExtent)
+		}
 		builds := s.jobs(ctx, t, "cirros", imagebuilder.ComponentBuild)
 		if len(builds) != 1 {
 			t.Fatalf("want one build Job, got %d", len(builds))
@@ -131,8 +138,14 @@ func TestImagePipeline(t *testing.T) {
 			}
 		}
 		importedEverywhere(t, "cirros", want)
-		if n := len(s.jobs(ctx, t, "cirros", importComponent)); n != len(pools) {
+		imports := s.jobs(ctx, t, "cirros", importComponent)
+		if n := len(imports); n != len(pools) {
 			t.Errorf("want one import Job per pool, got %d", n)
+		}
+		for _, j := range imports {
+			if args := j.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args[len(args)-2:], []string{"--extent-digest", a.ExtentDigest}) {
+				t.Errorf("import Job %s: args %q end without --extent-digest %s", j.Name, args, a.ExtentDigest)
+			}
 		}
 		// The roles recorded the finished build Job and each import Job once, with the
 		// artifact's 16 MiB (docs/operations.md, "banlieue's series").
@@ -342,4 +355,20 @@ func (before jobSeriesSample) expectGrowth(t *testing.T, want map[string]float64
 		}
 		return testenv.Unmet(len(off) == 0, strings.Join(off, "; "))
 	})
+}
+
+// extentDigestOf is the extent digest of the whole file at path.
+func extentDigestOf(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := extentdigest.New(int64(len(b)))
+	_, _ = x.Write(b)
+	d, err := x.Sum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -89,6 +89,16 @@ func TestImportJobAdmission(t *testing.T) {
 	if err := create(asA, own(nil)); err != nil {
 		t.Errorf("provider A's own import Job, exactly as importJob builds it: %v", err)
 	}
+	ownExtent := func(mutate func([]string)) *batchv1.Job {
+		job := admissionJob("host-a", accountA+"-import", importImageA, "extents-sha256:"+strings.Repeat("cd", 32))
+		if mutate != nil {
+			mutate(job.Spec.Template.Spec.Containers[0].Args)
+		}
+		return job
+	}
+	if err := create(asA, ownExtent(nil)); err != nil {
+		t.Errorf("provider A's own import Job with --extent-digest, exactly as importJob builds it: %v", err)
+	}
 	if err := create(env.Client, admissionJob("host-b", accountB+"-import", "anything:latest")); err != nil {
 		t.Errorf("an administrator is not a provider account and is not bound by the policy: %v", err)
 	}
@@ -118,6 +128,9 @@ func TestImportJobAdmission(t *testing.T) {
 			c := &j.Spec.Template.Spec.Containers[0]
 			c.Args = append(c.Args, "--kubeconfig", "/artifacts/k")
 		}), "must run banlieue's import"},
+		{"another flag in the extent digest's place", asA, ownExtent(func(args []string) { args[17] = "--kubeconfig" }), "must run banlieue's import"},
+		{"a flag as the extent digest", asA, ownExtent(func(args []string) { args[18] = "--kubeconfig=/artifacts/k" }), "must run banlieue's import"},
+		{"another Provider in the args of a Job with an extent digest", asA, ownExtent(func(args []string) { args[6] = "host-b" }), "--provider-namespace/--provider must be " + admSystemNs + "/host-a"},
 		{"a source outside the artifacts mount", asA, own(func(j *batchv1.Job) {
 			j.Spec.Template.Spec.Containers[0].Args[12] = "/artifacts/../var/run/secrets/token"
 		}), "must run banlieue's import"},
@@ -163,11 +176,15 @@ func TestImportJobAdmission(t *testing.T) {
 }
 
 // admissionJob is the import Job of VMImage kairos for Provider banlieue-system/provider, run
-// as account with image, exactly as importJob builds it.
-func admissionJob(provider, account, image string) *batchv1.Job {
+// as account with image, exactly as importJob builds it, for an artifact with the extent
+// digest extent[0] when given.
+func admissionJob(provider, account, image string, extent ...string) *batchv1.Job {
 	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos", UID: "u1"}}
 	img.Status.BuildArtifact = &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "kairos.raw",
 		Checksum: "sha256:" + strings.Repeat("ab", 32), PVCRef: &banlieuev1.LocalObjectReference{Name: "banlieue-artifacts"}}
+	if len(extent) > 0 {
+		img.Status.BuildArtifact.ExtentDigest = extent[0]
+	}
 	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: provider, Namespace: admSystemNs}}
 	return importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: artifactVolume(img), Namespace: admBuildNs,
 		ContainerImage: image, ServiceAccount: account, Bounds: jobbounds.DefaultImport()})

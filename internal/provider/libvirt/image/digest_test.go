@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
+	"banlieue.io/banlieue/pkg/extentdigest"
 )
 
 // The digest of what an upload is observed sending is the digest of the file it came from:
@@ -43,8 +45,7 @@ func TestUploadDigest(t *testing.T) {
 			}
 			sha := sha256.Sum256(file.Bytes())
 			sha5 := sha512.Sum512(file.Bytes())
-			for _, given := range []checksum.Digest{{}, {Alg: "sha256", Hex: hex.EncodeToString(sha[:])}, {Alg: "sha512", Hex: hex.EncodeToString(sha5[:])}} {
-				d := newUploadDigest(given)
+			observe := func(d *uploadDigest) sentDigests {
 				packet := make([]byte, 262120) // the uploader's one reused buffer
 				for _, s := range tc.steps {
 					if s.data == nil {
@@ -58,7 +59,11 @@ func TestUploadDigest(t *testing.T) {
 						rest = rest[n:]
 					}
 				}
-				gotSHA, gotOther := d.sums()
+				return d.sums()
+			}
+			for _, given := range []checksum.Digest{{}, {Alg: "sha256", Hex: hex.EncodeToString(sha[:])}, {Alg: "sha512", Hex: hex.EncodeToString(sha5[:])}} {
+				sent := observe(newUploadDigest(given, "", int64(file.Len())))
+				gotSHA, gotOther := sent.sha, sent.other
 				if want := "sha256:" + hex.EncodeToString(sha[:]); gotSHA.String() != want {
 					t.Errorf("--checksum %q: sha256 = %s, want %s", given, gotSHA, want)
 				}
@@ -68,6 +73,17 @@ func TestUploadDigest(t *testing.T) {
 				case given.Alg != "sha512" && !gotOther.IsZero():
 					t.Errorf("--checksum %q: a second digest %s was computed", given, gotOther)
 				}
+				if sent.extent != "" {
+					t.Errorf("--checksum %q: an extent digest %s was computed without --extent-digest", given, sent.extent)
+				}
+			}
+			// With --extent-digest only that digest is computed, and it is the file's.
+			x := extentdigest.New(int64(file.Len()))
+			_, _ = x.Write(file.Bytes())
+			want, _ := x.Sum()
+			sent := observe(newUploadDigest(checksum.Digest{Alg: "sha256", Hex: hex.EncodeToString(sha[:])}, want, int64(file.Len())))
+			if sent.extent != want || sent.extentErr != nil || !sent.sha.IsZero() || !sent.other.IsZero() {
+				t.Errorf("with --extent-digest: sent %+v, want only the extent digest %s", sent, want)
 			}
 		})
 	}
@@ -76,12 +92,21 @@ func TestUploadDigest(t *testing.T) {
 func TestUploadMismatch(t *testing.T) {
 	sha := func(c string) checksum.Digest { return checksum.Digest{Alg: "sha256", Hex: strings.Repeat(c, 64)} }
 	sha5 := func(c string) checksum.Digest { return checksum.Digest{Alg: "sha512", Hex: strings.Repeat(c, 128)} }
+	ext := func(c string) string { return "extents-sha256:" + strings.Repeat(c, 64) }
 	const path = "/artifacts/disk.raw"
 	for _, tc := range []struct {
 		name                           string
 		digest, given, sent, sentOther checksum.Digest
+		extent                         string
+		sentExtent                     sentDigests
 		want                           string // "" for no mismatch
 	}{
+		{name: "job with an extent digest: it matches", digest: sha("a"), given: sha("a"), extent: ext("1"), sentExtent: sentDigests{extent: ext("1")}},
+		{name: "job with an extent digest: it does not", digest: sha("a"), given: sha("a"), extent: ext("1"), sentExtent: sentDigests{extent: ext("2")},
+			want: "invalid --extent-digest: extent digest mismatch for " + path + ": expected " + ext("1") + ", computed " + ext("2") + " over the bytes uploaded"},
+		{name: "job with an extent digest: the upload sent another size", digest: sha("a"), given: sha("a"), extent: ext("1"),
+			sentExtent: sentDigests{extentErr: errors.New("extent digest: 5 bytes were fed for a content of 4 bytes")},
+			want:       "invalid --extent-digest: extent digest mismatch for " + path + ": expected " + ext("1") + ", computed none (extent digest: 5 bytes"},
 		{name: "job: the sha256 --checksum matches", digest: sha("a"), given: sha("a"), sent: sha("a")},
 		{name: "job: the sha256 --checksum does not", digest: sha("a"), given: sha("a"), sent: sha("b"),
 			want: "invalid --checksum: checksum mismatch for " + path + ": expected " + sha("a").String() + ", computed " + sha("b").String() + " over the bytes uploaded"},
@@ -95,7 +120,11 @@ func TestUploadMismatch(t *testing.T) {
 			want: "invalid --source: " + path + " changed during the import"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := uploadMismatch(path, tc.digest, tc.given, tc.sent, tc.sentOther)
+			sent := tc.sentExtent
+			if tc.extent == "" {
+				sent = sentDigests{sha: tc.sent, other: tc.sentOther}
+			}
+			err := uploadMismatch(path, tc.digest, tc.given, tc.extent, sent)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("err = %v, want none", err)

@@ -23,6 +23,7 @@ import (
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/pkg/extentdigest"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -39,6 +40,9 @@ type ImportOptions struct {
 	Source            string
 	VolumeName        string
 	Checksum          string
+	// ExtentDigest is --extent-digest, the artifact's extent digest (ADR-0134): verified
+	// instead of the sha256 over the bytes uploaded, which then costs only their data.
+	ExtentDigest string
 }
 
 // volumeName is the volume an import writes: --volume-name (an import Job passes
@@ -71,7 +75,8 @@ type Importer struct {
 // Import performs docs/guides/libvirt-provider.md, "6. Get an image onto the host". The flags
 // and what needs no read of the source (a non-empty regular file) are checked before anything
 // touches the API server or the host. The checksum is verified over the very bytes uploaded,
-// hashed as they are sent (uploadDigest), and the marker says complete only when it matches:
+// hashed as they are sent (uploadDigest; with --extent-digest, that digest instead, which
+// hashes only the data: ADR-0134), and the marker says complete only when it matches:
 // verifying a second read of the path would let a file rewritten in between be imported
 // unverified. A mismatch deletes the volume and its marker, so a bad artifact leaves no trace.
 // An imported volume is immutable: machines' overlays back onto it, so the import never
@@ -86,6 +91,16 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	if o.Checksum != "" {
 		if given, err = checksum.Parse(o.Checksum); err != nil {
 			return fmt.Errorf("invalid --checksum: %w", err)
+		}
+	}
+	var extent string
+	if o.ExtentDigest != "" {
+		if extent, err = extentdigest.Parse(o.ExtentDigest); err != nil {
+			return fmt.Errorf("invalid --extent-digest: %w", err)
+		}
+		if given.Alg != "sha256" {
+			// The marker records a sha256; only --checksum gives it without a read of its own.
+			return errors.New("invalid --extent-digest: it needs --checksum sha256:<hex>, the artifact's sha256 that the volume's marker records")
 		}
 	}
 	src, size, err := openSource(o.Source)
@@ -114,7 +129,7 @@ func (im Importer) Import(ctx context.Context, o ImportOptions) error {
 	if err != nil {
 		return err
 	}
-	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest, given: given, source: o.Source}
+	t := target{host: host, pool: pool, volume: volume, marker: markerName(volume), digest: digest, given: given, extent: extent, source: o.Source}
 	marker, done, err := t.prepare(ctx, im.Out)
 	if err != nil {
 		return err

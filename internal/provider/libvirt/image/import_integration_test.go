@@ -241,13 +241,17 @@ func TestImportAgainstLabHost(t *testing.T) {
 		// verification must cover the bytes uploaded, not another read of the path.
 		for _, tc := range []struct{ name, vmimage, checksum, want string }{
 			{"import Job (sha256 --checksum)", "rewritten-job", "sha256", "invalid --checksum: checksum mismatch for "},
+			{"import Job with an extent digest", "rewritten-extent", "extent", "invalid --extent-digest: extent digest mismatch for "},
 			{"sha512 --checksum", "rewritten-sha512", "sha512", "invalid --checksum: checksum mismatch for "},
 			{"by hand (no --checksum)", "rewritten-by-hand", "", "invalid --source: "},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				src := writeFile(t, filepath.Join(t.TempDir(), "rewritten.raw"), 64<<20, []int64{0, 60 << 20}, 4<<20)
 				o := ImportOptions{VMImage: tc.vmimage, Source: src, Pool: pool.Name, Provider: "lab", ProviderNamespace: providerNamespace}
-				if tc.checksum != "" {
+				switch tc.checksum {
+				case "extent":
+					o.Checksum, o.ExtentDigest = checksumOf(t, src, "sha256").String(), extentDigestOf(t, src)
+				case "sha256", "sha512":
 					o.Checksum = checksumOf(t, src, tc.checksum).String()
 				}
 				rewritten := false

@@ -119,6 +119,26 @@ func TestJobOwnership(t *testing.T) {
 	earlierImage.Spec.Template.Spec.Containers[0].Image = "registry.example/banlieue:v0.1.0"
 	olderArgs := older.DeepCopy()
 	olderArgs.Spec.Template.Spec.Containers[0].Args[len(olderArgs.Spec.Template.Spec.Containers[0].Args)-1] = "sha256:00"
+	// The same artifact once its build published an extent digest: the Job made before that
+	// (without --extent-digest) verifies the same bytes, and is adopted.
+	withExtent := img.DeepCopy()
+	withExtent.Status.BuildArtifact.ExtentDigest = "extents-sha256:" + strings.Repeat("cd", 32)
+	wantExtent := importJob(importJobSpec{Image: withExtent, Provider: p, Pool: "default", Volume: "v", Namespace: "banlieue-imagebuild",
+		ContainerImage: "registry.example/banlieue:v0.2.0", ServiceAccount: "host-7-import"})
+	if a := wantExtent.Spec.Template.Spec.Containers[0].Args; len(a) != 19 || a[17] != "--extent-digest" || a[18] != withExtent.Status.BuildArtifact.ExtentDigest {
+		t.Fatalf("args with an extent digest: %q", a)
+	}
+	if stale, conflict := jobOwnership(withExtent, p, "default", wantExtent, ours()); stale || conflict != "" {
+		t.Errorf("a Job made before the extent digest was published: stale %v conflict %q; want adopted", stale, conflict)
+	}
+	if stale, conflict := jobOwnership(withExtent, p, "default", wantExtent, wantExtent); stale || conflict != "" {
+		t.Errorf("a Job with the extent digest: stale %v conflict %q; want adopted", stale, conflict)
+	}
+	otherFlag := wantExtent.DeepCopy()
+	otherFlag.Spec.Template.Spec.Containers[0].Args[17] = "--kubeconfig"
+	if _, conflict := jobOwnership(withExtent, p, "default", wantExtent, otherFlag); !strings.Contains(conflict, "arguments are not this import's") {
+		t.Errorf("another flag in the extent digest's place: conflict %q", conflict)
+	}
 	forgedChecksum := ours()
 	forgedChecksum.Annotations[banlieuev1.AnnotationArtifactChecksum] = "sha256:00"
 	for _, tc := range []struct {

@@ -68,13 +68,15 @@ func parseMarker(content string) (state markerState, d checksum.Digest, ok bool)
 }
 
 // target is one volume of one pool on a connected host and the artifact it must hold: digest
-// is its sha256, given the --checksum it is verified against, if any, and source the path it
-// is read from (--source).
+// is its sha256, given the --checksum it is verified against, if any, extent the
+// --extent-digest that replaces it in the verification, if any, and source the path it is
+// read from (--source).
 type target struct {
 	host           *libvirt.Client
 	pool           libvirt.StoragePool
 	volume, marker string
 	digest, given  checksum.Digest
+	extent         string
 	source         string
 }
 
@@ -262,14 +264,14 @@ func (t *target) upload(ctx context.Context, marker libvirt.StorageVol, src *os.
 		_ = t.cleanup(ctx, marker) // best effort: the failed create is what matters
 		return err
 	}
-	d := newUploadDigest(t.given)
+	d := newUploadDigest(t.given, t.extent, size)
 	err = t.host.StorageVolUploadSparseObserved(ctx, v, src, progress, d)
-	sha, other := d.sums()
+	sent := d.sums()
 	if err != nil {
 		_ = t.cleanup(ctx, v, marker) // best effort: the failed upload is what matters
 		return fmt.Errorf("uploading into volume %s of pool %s: %w", t.volume, t.pool.Name, err)
 	}
-	if err := uploadMismatch(t.source, t.digest, t.given, sha, other); err != nil {
+	if err := uploadMismatch(t.source, t.digest, t.given, t.extent, sent); err != nil {
 		if cerr := t.cleanup(ctx, v, marker); cerr != nil {
 			return fmt.Errorf("%w; nothing was imported, but %w: the next import of this artifact into volume %s removes what is left",
 				err, cerr, t.volume)
