@@ -42,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -100,6 +101,7 @@ type bench struct {
 	domainName              string
 	domainXML               string // banlieue's definition of an equal VM, the direct path's template
 	seq                     int
+	api                     *apiCounter // the manager's API requests (counts.go)
 }
 
 type sample struct {
@@ -271,7 +273,10 @@ func (b *bench) setupAPI(ctx context.Context) error {
 
 	// The manager: what banlieue-controller and banlieue-provider-libvirt run, production
 	// intervals (Resync zero).
-	mgr, err := ctrl.NewManager(cfg, testenv.ManagerOptions())
+	b.api = newAPICounter()
+	mcfg := rest.CopyConfig(cfg)
+	mcfg.Wrap(b.api.wrap)
+	mgr, err := ctrl.NewManager(mcfg, testenv.ManagerOptions())
 	if err != nil {
 		return err
 	}
@@ -367,6 +372,7 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 	}
 	defer lmw.Stop()
 	created := map[string]time.Time{}
+	before := b.work()
 	start := time.Now()
 	for _, name := range names {
 		vm := &banlieuev1.VirtualMachine{
@@ -443,7 +449,11 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 		}
 		b.domainXML, b.domainName = string(out), b.ns+"-"+names[0]
 	}
-	return s, b.deleteVMs(ctx, names)
+	atRealised := b.work()
+	printWork("create", n, before, atRealised)
+	err = b.deleteVMs(ctx, names)
+	printWork("create+delete", n, before, b.work())
+	return s, err
 }
 
 func (b *bench) deleteVMs(ctx context.Context, names []string) error {
