@@ -48,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -111,6 +112,7 @@ type bench struct {
 	domainName              string
 	domainXML               string // banlieue's definition of an equal VM, the direct path's template
 	seq                     int
+	api                     *apiCounter // the manager's API requests (counts.go)
 }
 
 type sample struct {
@@ -285,7 +287,10 @@ func (b *bench) setupAPI(ctx context.Context) error {
 
 	// The manager: what banlieue-controller and banlieue-provider-libvirt run, production
 	// intervals (Resync zero).
-	mgr, err := ctrl.NewManager(cfg, testenv.ManagerOptions())
+	b.api = newAPICounter()
+	mcfg := rest.CopyConfig(cfg)
+	mcfg.Wrap(b.api.wrap)
+	mgr, err := ctrl.NewManager(mcfg, testenv.ManagerOptions())
 	if err != nil {
 		return err
 	}
@@ -381,6 +386,7 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 	}
 	defer lmw.Stop()
 	created := map[string]time.Time{}
+	before := b.work()
 	start := time.Now()
 	for _, name := range names {
 		vm := &banlieuev1.VirtualMachine{
@@ -457,10 +463,13 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 		}
 		b.domainXML, b.domainName = string(out), b.ns+"-"+names[0]
 	}
+	atRealised := b.work()
+	printWork("create", n, before, atRealised)
 	t0 := time.Now()
 	if err := b.deleteVMs(ctx, names); err != nil {
 		return s, err
 	}
+	printWork("create+delete", n, before, b.work())
 	if err := b.hostClean(ctx, names); err != nil {
 		return s, err
 	}

@@ -17,11 +17,24 @@ import (
 
 // Ensure adds name to obj's finalizers unless it is there; obj is updated from the answer.
 func Ensure(ctx context.Context, c client.Client, obj client.Object, name string) error {
+	return EnsureWith(ctx, c, obj, name, nil)
+}
+
+// EnsureWith is Ensure carrying, in the same patch, the changes also makes to obj (it reports
+// whether it changed anything): a role whose first write must record something with its
+// finalizer (the libvirt provider's domain UUID) makes one API write, not two. Nothing is sent
+// when neither the finalizer nor also changes obj. opts go to the patch (a field owner).
+func EnsureWith(ctx context.Context, c client.Client, obj client.Object, name string, also func() bool, opts ...client.PatchOption) error {
 	orig := obj.DeepCopyObject().(client.Object)
-	if !controllerutil.AddFinalizer(obj, name) {
+	added := controllerutil.AddFinalizer(obj, name)
+	changed := also != nil && also()
+	if !added && !changed {
 		return nil
 	}
-	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
+		if !added {
+			return fmt.Errorf("patching %s (finalizer %s already there): %w", obj.GetName(), name, err)
+		}
 		return fmt.Errorf("adding finalizer %s: %w", name, err)
 	}
 	return nil

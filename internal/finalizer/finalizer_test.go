@@ -2,6 +2,7 @@ package finalizer_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,5 +48,52 @@ func TestRemoveReportsOnlyItsOwnRemoval(t *testing.T) {
 	removed, err = finalizer.Remove(ctx, env.Client, stale, name)
 	if removed || err != nil {
 		t.Errorf("Remove of a finalizer not there = %v, %v; want false, nil", removed, err)
+	}
+}
+
+// TestEnsureWithOneWrite: the finalizer and the changes it carries go in one patch, guarded by
+// the object's resourceVersion, and nothing is sent when neither changes anything.
+func TestEnsureWithOneWrite(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "carried"}}
+	env.Create(ctx, t, cm)
+	stale := cm.DeepCopy()
+	before := cm.ResourceVersion
+	label := func(o *corev1.ConfigMap) func() bool {
+		return func() bool {
+			if o.Labels["id"] == "x" {
+				return false
+			}
+			o.Labels = map[string]string{"id": "x"}
+			return true
+		}
+	}
+	if err := finalizer.EnsureWith(ctx, env.Client, cm, name, label(cm)); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Finalizers) != 1 || got.Labels["id"] != "x" {
+		t.Fatalf("after EnsureWith: finalizers %v labels %v", got.Finalizers, got.Labels)
+	}
+	if got.ResourceVersion == before || cm.ResourceVersion != got.ResourceVersion {
+		t.Errorf("resourceVersion %s → %s (obj %s): one write, decoded back into obj", before, got.ResourceVersion, cm.ResourceVersion)
+	}
+	// A second call has nothing to change: no write, the resourceVersion stays.
+	if err := finalizer.EnsureWith(ctx, env.Client, cm, name, label(cm)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("a call with nothing to change wrote: %s → %s", cm.ResourceVersion, got.ResourceVersion)
+	}
+	// A copy read before the write conflicts rather than overwriting it.
+	if err := finalizer.EnsureWith(ctx, env.Client, stale, name, label(stale)); !apierrors.IsConflict(errors.Unwrap(err)) {
+		t.Errorf("EnsureWith from a stale copy = %v, want a Conflict", err)
 	}
 }

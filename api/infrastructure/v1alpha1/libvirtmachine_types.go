@@ -48,8 +48,8 @@ func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
 // LibvirtMachineSpec is one libvirt domain and its volumes.
 // +kubebuilder:validation:XValidation:rule="!has(self.domainName) || self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
-	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider sets it after the first
-	// define.
+	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider chooses the UUID and
+	// sets it with its finalizer, before the domain is first defined.
 	// +optional
 	ProviderID string `json:"providerID,omitempty"`
 	// failureDomain the scheduler chose (the Provider's name).

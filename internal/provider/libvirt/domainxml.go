@@ -23,8 +23,9 @@ type domainInputs struct {
 	domainType string
 	// cpuVendor is the host CPU's vendor as libvirt reports it (Intel, AMD, …).
 	cpuVendor string
-	// uuid of the existing domain; empty before the first define. A redefine must carry it or
-	// libvirt refuses with "already exists with uuid".
+	// uuid is the domain's: the existing domain's, else the one banlieue chose and recorded in
+	// spec.providerID (machine_identity.go). A redefine must carry it or libvirt refuses with
+	// "already exists with uuid".
 	uuid string
 	// diskPaths are the host paths of spec.disks, in order.
 	diskPaths []string
@@ -34,9 +35,10 @@ type domainInputs struct {
 	installDetached bool
 	// seed is the NoCloud seed ISO's path; empty until the seed volume exists.
 	seed string
-	// macs are the MAC addresses libvirt gave the interfaces of the existing definition, by
-	// position. A redefine keeps them: a generated MAC would otherwise change on every pass, and
-	// the seed's network-config matches interfaces by MAC.
+	// macs are the interfaces' MAC addresses by position where the spec sets none: those of the
+	// existing definition, else the ones derived from the UUID (generatedMACs). A redefine keeps
+	// them: a MAC libvirt generated would otherwise change on every pass, and the seed's
+	// network-config matches interfaces by MAC.
 	macs []string
 }
 

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -77,7 +79,7 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Connections.OnDomainEvent(r.events.offer)
 	return ctrl.NewControllerManagedBy(mgr).Named("libvirtmachine").
 		For(&infrav1.LibvirtMachine{}, builder.WithPredicates(mine,
-			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionRequested))).
+			predicate.Or[client.Object](specChanged, deletionRequested))).
 		WatchesRawSource(source.Channel(r.events.ch, handler.TypedEnqueueRequestsFromMapFunc(r.machinesFor))).
 		WithOptions(app.ControllerOptions(r.Workers)).
 		Complete(r.events.track(r))
@@ -197,10 +199,10 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err, ssa.IfUnchanged)
 	}
-	if err := finalizer.Ensure(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine); err != nil {
+	if err := r.claimIdentity(ctx, m, p.Name); err != nil {
 		return ctrl.Result{}, err
 	}
-	// The finalizer's patch read the stored status back into m: accepted all the same.
+	// The identity's patch read the stored status back into m: accepted all the same.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
 
 	userData, err := machineUserData(ctx, r.APIReader, m)
@@ -226,8 +228,12 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	if owned != nil {
 		owned.status(m, &status)
 	}
-	if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
-		return ctrl.Result{}, err
+	// A pass that found everything as recorded sends nothing: the apply would be a no-op on the
+	// API server, and a resync of many converged machines would still cost a request each.
+	if !equality.Semantic.DeepEqual(status, m.Status) {
+		if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	emitMachineTransitions(r.recorder, &r.announced, m, &m.Status, &status, obs.power.plan.action)
 	requeue := machineRequeue(obs, r.Connections.Watching(m.ProviderKey()))
@@ -299,15 +305,34 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error, opts ...ssa.Option) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
 	status := failedStatus(m, err)
+	if equality.Semantic.DeepEqual(status, m.Status) {
+		// The same failure as last time: nothing to write.
+		return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil
+	}
 	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
 		return ctrl.Result{}, ssaErr
 	}
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, hostRetry(err), app.ErrorRetry)}, nil
 }
 
-// setProviderID records libvirt://<provider>/<uuid> once, as the Cluster API contract asks.
+// claimIdentity makes the pass's first API write, before anything on the host is created: the
+// finalizer and, when the machine records no domain UUID yet, a fresh one as spec.providerID
+// (machine_identity.go), in one patch that fails on a stale read.
+func (r *MachineReconciler) claimIdentity(ctx context.Context, m *infrav1.LibvirtMachine, provider string) error {
+	id := identityToWrite(m, provider, uuid.NewString)
+	return finalizer.EnsureWith(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine, func() bool {
+		if id == "" {
+			return false
+		}
+		m.Spec.ProviderID = id
+		return true
+	}, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt))
+}
+
+// setProviderID corrects spec.providerID when the domain carries another UUID than the one
+// recorded: a domain this machine defined before banlieue chose its UUIDs keeps libvirt's.
 func (r *MachineReconciler) setProviderID(ctx context.Context, m *infrav1.LibvirtMachine, provider string, obs observation) error {
-	id := "libvirt://" + provider + "/" + obs.domain.UUID.String()
+	id := providerID(provider, obs.domain.UUID.String())
 	if m.Spec.ProviderID == id {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"libvirt.org/go/libvirtxml"
@@ -131,14 +132,14 @@ func claimNames(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 	return n, nil
 }
 
-// defineDomain defines (or redefines) the domain with its disks and seed. The seed's
-// instance-id is the domain's UUID, and its network-config the MACs libvirt assigned: both exist
-// only once defined, so a machine without a committed seed is defined twice, the second time
-// keeping the MACs.
+// defineDomain defines (or redefines) the domain with its disks and seed, once. The UUID and
+// the generated MACs are chosen before the first define (machine_identity.go), so a new
+// machine's seed, whose instance-id is the UUID and whose network-config names the MACs, is built
+// and uploaded first and the domain is defined attaching it, with no read-back.
 func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine, userData []byte,
 	boot libvirt.StorageVol, names claimedNames, diskPaths []string, record volumeRecord, obs *observation) error {
 	s := &m.Spec
-	domainType, vendor, err := hostVirtualisation(ctx, c)
+	domainType, vendor, err := connectionVirtualisation(ctx, c)
 	if err != nil {
 		return inPhase("reading the host's capabilities", err)
 	}
@@ -148,9 +149,18 @@ func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 	if s.BootSource.Kind == infrav1.BootInstallMedia && !obs.mediaDetached {
 		in.installMedia = boot.Key
 	}
+	var existing string
 	if names.current != nil {
-		in.uuid = names.existing.UUID.String()
+		existing = names.existing.UUID.String()
+	}
+	if in.uuid = defineUUID(persistedUUID(m, s.ProviderRef.Name), existing); in.uuid == "" {
+		// claimIdentity wrote it before this pass reached the host.
+		return fmt.Errorf("defining domain %s: spec.providerID records no domain UUID", s.DomainName)
+	}
+	if names.current != nil {
 		in.macs = interfaceMACs(names.current)
+	} else {
+		in.macs = generatedMACs(s, in.uuid)
 	}
 	if seed, ok := names.volumes[seedVolume(s.DomainName)]; ok {
 		if attaches(names.current, seed.Key) {
@@ -166,23 +176,13 @@ func defineDomain(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 			}
 		}
 	}
+	if in.seed == "" {
+		if in.seed, err = createSeed(ctx, c, pool, m, userData, in.uuid, in.macs, record); err != nil {
+			return err // names its step: "building the cloud-init seed", "uploading the seed"
+		}
+	}
 	if obs.domain, err = define(ctx, c, in); err != nil {
 		return err // "defining domain …", quoted by the guides
-	}
-	if in.seed != "" {
-		return nil
-	}
-	def, err := readDefinition(ctx, c, obs.domain)
-	if err != nil {
-		return inPhase("reading the domain's definition", err)
-	}
-	in.macs = interfaceMACs(def)
-	if in.seed, err = createSeed(ctx, c, pool, m, userData, obs.domain, in.macs, record); err != nil {
-		return err // names its step: "building the cloud-init seed", "uploading the seed"
-	}
-	in.uuid = obs.domain.UUID.String()
-	if obs.domain, err = define(ctx, c, in); err != nil {
-		return err
 	}
 	return nil
 }
@@ -274,18 +274,6 @@ func claimVolumes(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePo
 	return found, nil
 }
 
-// refreshPool rescans the pool so volumes created outside libvirt show up. libvirtd refuses a
-// refresh while an upload into the pool runs (an image import, say); the volumes this provider
-// creates go through libvirt and are known without one, so that refusal is not a failure.
-func refreshPool(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool) error {
-	err := c.StoragePoolRefresh(ctx, pool)
-	var remote *libvirt.Error
-	if errors.As(err, &remote) && strings.Contains(remote.Message, "asynchronous jobs running") {
-		return nil
-	}
-	return err
-}
-
 // readDefinition returns the domain's persistent definition.
 func readDefinition(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) (*libvirtxml.Domain, error) {
 	xml, err := c.DomainXMLDesc(ctx, dom, libvirt.DomainXMLInactive)
@@ -347,12 +335,11 @@ func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePoo
 		if err != nil {
 			return nil, err
 		}
+		// No pool refresh after it: a volume created through libvirt is in the pool's list with
+		// its size at once, and a refresh rescans every volume of the pool.
 		vol, err := createVolume(ctx, c, pool, xml, name, record)
 		if err != nil {
 			return nil, err
-		}
-		if err := refreshPool(ctx, c, pool); err != nil {
-			return nil, fmt.Errorf("refreshing pool %q: %w", s.Pool, err)
 		}
 		paths[i] = vol.Key
 	}
@@ -392,11 +379,11 @@ func define(ctx context.Context, c *libvirt.Client, in domainInputs) (libvirt.Do
 // createSeed uploads the machine's NoCloud seed, built in memory: the guest's bootstrap
 // credentials never touch this process's filesystem.
 func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine, userData []byte,
-	dom libvirt.Domain, macs []string, record volumeRecord) (string, error) {
+	domainUUID string, macs []string, record volumeRecord) (string, error) {
 	// user-data is always written, empty when the machine has none: cloud-init's NoCloud
 	// datasource ignores a seed that lacks either file, and the guest would then get no
 	// instance-id, hostname or network-config.
-	seed := nocloud.Seed{InstanceID: dom.UUID.String(), Hostname: m.Spec.DomainName,
+	seed := nocloud.Seed{InstanceID: domainUUID, Hostname: m.Spec.DomainName,
 		UserData: append([]byte{}, userData...)}
 	network, err := seedNetworkConfig(m, macs)
 	if err != nil {
@@ -424,14 +411,12 @@ func createSeed(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool
 		_ = c.StorageVolDelete(ctx, vol)
 		return "", fmt.Errorf("uploading the seed: %w", err)
 	}
-	if err := refreshPool(ctx, c, pool); err != nil {
-		return "", fmt.Errorf("refreshing pool %q: %w", m.Spec.Pool, err)
-	}
+	// libvirtd refreshes the pool itself when an upload's stream closes.
 	return vol.Key, nil
 }
 
 // seedNetworkConfig renders network-config v2 for the NICs with static addresses, matched by
-// MAC: the spec's, else the one libvirt assigned (by position).
+// MAC: the spec's, else the one the definition carries (generated or kept, by position).
 func seedNetworkConfig(m *infrav1.LibvirtMachine, assigned []string) ([]byte, error) {
 	static := false
 	for _, n := range m.Spec.Network {
@@ -593,6 +578,33 @@ func hostVirtualisation(ctx context.Context, c *libvirt.Client) (domainType, ven
 	}
 	if caps.Host.CPU != nil {
 		vendor = caps.Host.CPU.Vendor
+	}
+	return domainType, vendor, nil
+}
+
+// virtualisation is what hostVirtualisation found on one connection.
+type virtualisation struct{ domainType, vendor string }
+
+// byConnection holds each live connection's virtualisation (*libvirt.Client → virtualisation):
+// a host's capabilities do not change under a connection (libvirtd reads them at its start),
+// and every pass would otherwise fetch and parse the whole capabilities XML. An entry goes when
+// its connection ends.
+var byConnection sync.Map
+
+// connectionVirtualisation is hostVirtualisation, read once per connection.
+func connectionVirtualisation(ctx context.Context, c *libvirt.Client) (domainType, vendor string, err error) {
+	if v, ok := byConnection.Load(c); ok {
+		got := v.(virtualisation)
+		return got.domainType, got.vendor, nil
+	}
+	if domainType, vendor, err = hostVirtualisation(ctx, c); err != nil {
+		return "", "", err
+	}
+	if _, loaded := byConnection.LoadOrStore(c, virtualisation{domainType, vendor}); !loaded {
+		go func() {
+			<-c.Done()
+			byConnection.Delete(c)
+		}()
 	}
 	return domainType, vendor, nil
 }

@@ -99,7 +99,9 @@ func (s *machineSuite) testForeignDomain(ctx context.Context, t *testing.T) {
 	if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Status.DomainUUID != "" || got.Spec.ProviderID != "" || len(got.Status.Volumes) != 0 {
+	// spec.providerID names the UUID banlieue chose before reaching the host (ADR-0130), never
+	// the stranger's.
+	if got.Status.DomainUUID != "" || got.Spec.ProviderID == "libvirt://lab/"+dom.UUID.String() || len(got.Status.Volumes) != 0 {
 		t.Errorf("a refused machine must not report the foreign domain or record volumes: %+v %q", got.Status, got.Spec.ProviderID)
 	}
 	s.deleteAndWait(ctx, t, &got)
@@ -287,6 +289,7 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 	lost := s.machine(testNamespace, "audit-lost")
 	lost.UID = "4e1b7c2a-0000-4000-8000-00000000a0d1"
 	lost.Spec.DesiredPowerState = banlieuev1.PoweredOff
+	lost.Spec.ProviderID = providerID("lab", "4e1b7c2a-0000-4000-8000-0000000000d1") // as claimIdentity writes it
 	// No API object: the record lives in memory only, as the lost machine's did.
 	noRecord := volumeRecord{
 		add:     func(context.Context, []string) error { return nil },

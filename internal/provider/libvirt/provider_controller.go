@@ -156,7 +156,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // probe lists the host's pools, networks and interfaces and decides the domain type.
 func (r *ProviderReconciler) probe(ctx context.Context, p *banlieuev1.Provider) (hostInventory, error) {
 	key := client.ObjectKeyFromObject(p)
-	c, err := r.Connections.Connect(ctx, r.APIReader, p)
+	c, err := r.Connections.ConnectFresh(ctx, r.APIReader, p)
 	if err != nil {
 		return hostInventory{}, err
 	}

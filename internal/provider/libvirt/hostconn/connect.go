@@ -26,7 +26,12 @@ type Target struct {
 // Resolve reads the Provider's credentials and checks its connection settings.
 // Errors are *CredentialsError or *SpecError when the Provider itself is at fault.
 func Resolve(ctx context.Context, r client.Reader, p *banlieuev1.Provider) (Target, error) {
-	creds, err := ResolveCredentials(ctx, r, p)
+	return resolveWith(p, func() (Credentials, error) { return ResolveCredentials(ctx, r, p) })
+}
+
+// resolveWith is Resolve with the credentials from resolveCreds.
+func resolveWith(p *banlieuev1.Provider, resolveCreds func() (Credentials, error)) (Target, error) {
+	creds, err := resolveCreds()
 	if err != nil {
 		return Target{}, err
 	}
@@ -41,9 +46,20 @@ func Resolve(ctx context.Context, r client.Reader, p *banlieuev1.Provider) (Targ
 	return Target{Endpoint: ep, Credentials: creds}, nil
 }
 
-// Connect returns the Provider's pooled connection.
+// Connect returns the Provider's pooled connection, its credentials resolved at most once per
+// CredentialsTTL (credcache.go).
 func (p *Connections) Connect(ctx context.Context, r client.Reader, provider *banlieuev1.Provider) (*libvirt.Client, error) {
-	t, err := Resolve(ctx, r, provider)
+	return p.connect(ctx, r, provider, false)
+}
+
+// ConnectFresh is Connect reading the Secret and CA whatever their age: the Provider's probe,
+// which reports on them, sees a rotation or a removal at once.
+func (p *Connections) ConnectFresh(ctx context.Context, r client.Reader, provider *banlieuev1.Provider) (*libvirt.Client, error) {
+	return p.connect(ctx, r, provider, true)
+}
+
+func (p *Connections) connect(ctx context.Context, r client.Reader, provider *banlieuev1.Provider, fresh bool) (*libvirt.Client, error) {
+	t, err := p.credentials.resolve(ctx, r, provider, fresh)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,8 @@ type Connections struct {
 	Limits   Limits
 	Breaker  Breaker
 	Observer Observer
+	// credentials are the Providers' resolved credentials (credcache.go).
+	credentials *credentialCache
 }
 
 // slot is one Provider's connection. Its token is held while the connection is checked or
@@ -48,7 +50,7 @@ type slot struct {
 // NewConnections returns an empty set of connections.
 func NewConnections() *Connections {
 	return &Connections{slots: map[types.NamespacedName]*slot{}, hosts: map[types.NamespacedName]*host{},
-		subscribedOnce: map[types.NamespacedName]bool{}}
+		subscribedOnce: map[types.NamespacedName]bool{}, credentials: newCredentialCache()}
 }
 
 // Get returns the Provider's live connection, dialling when there is none, when it broke, or
@@ -118,9 +120,11 @@ func (p *Connections) slot(provider types.NamespacedName) *slot {
 	return s
 }
 
-// Forget closes the Provider's connection, if any; the next Get dials afresh. It waits for a
+// Forget closes the Provider's connection, if any, and drops its resolved credentials; the next
+// Get dials afresh and the next Connect reads the Secret and CA again. It waits for a
 // dial of that Provider in progress, so the connection that dial makes is closed too.
 func (p *Connections) Forget(provider types.NamespacedName) {
+	p.credentials.forget(provider)
 	p.mu.Lock()
 	s, ok := p.slots[provider]
 	delete(p.slots, provider)

@@ -45,34 +45,54 @@ func invalidField(what, format string, args ...any) error {
 	return &CredentialsError{msg: "invalid " + what + ": " + fmt.Sprintf(format, args...)}
 }
 
-// ResolveCredentials reads the Secret and CA with direct GETs by name: the provider's Role
-// grants get on those names only (no list or watch), and an uncached read sees a rotation at once.
+// ResolveCredentials reads the Secret and CA with direct GETs by name (the provider's Role
+// grants get on those names only, no list or watch) and parses them.
 func ResolveCredentials(ctx context.Context, r client.Reader, p *banlieuev1.Provider) (Credentials, error) {
+	m, err := readMaterial(ctx, r, p)
+	if err != nil {
+		return Credentials{}, err
+	}
+	return m.parse()
+}
+
+// material is a Provider's TLS material as read, not yet parsed, and the versions of the objects
+// it came from.
+type material struct {
+	ca, cert, key []byte
+	version       string
+}
+
+// readMaterial GETs the Provider's Secret and CA by name and checks their fields.
+func readMaterial(ctx context.Context, r client.Reader, p *banlieuev1.Provider) (material, error) {
 	ns := p.Namespace
 	conn := p.Spec.Connection
 	var secret corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: conn.CredentialsRef.Name}, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Credentials{}, missingField("Provider.spec.connection.credentialsRef (Secret %q not found in namespace %q)",
+			return material{}, missingField("Provider.spec.connection.credentialsRef (Secret %q not found in namespace %q)",
 				conn.CredentialsRef.Name, ns)
 		}
-		return Credentials{}, err
+		return material{}, err
 	}
-	cert, key := secret.Data[certKey], secret.Data[keyKey]
 	for _, k := range []string{certKey, keyKey} {
 		if len(secret.Data[k]) == 0 {
-			return Credentials{}, missingField("secret.data.%s (Secret %q)", k, secret.Name)
+			return material{}, missingField("secret.data.%s (Secret %q)", k, secret.Name)
 		}
 	}
 	ca, caVersion, err := resolveCABundle(ctx, r, ns, conn.CABundle)
 	if err != nil {
-		return Credentials{}, err
+		return material{}, err
 	}
-	creds, err := libvirt.NewCredentials(ca, cert, key)
+	return material{ca: ca, cert: secret.Data[certKey], key: secret.Data[keyKey], version: secret.ResourceVersion + "/" + caVersion}, nil
+}
+
+// parse turns the material into credentials: the key and certificates are parsed here.
+func (m material) parse() (Credentials, error) {
+	creds, err := libvirt.NewCredentials(m.ca, m.cert, m.key)
 	if err != nil {
 		return Credentials{}, &CredentialsError{msg: err.Error()}
 	}
-	return Credentials{TLS: creds, Version: secret.ResourceVersion + "/" + caVersion}, nil
+	return Credentials{TLS: creds, Version: m.version}, nil
 }
 
 // resolveCABundle returns the CA PEM and a version that changes when it does. A CA is required:
