@@ -203,11 +203,10 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 	case banlieuev1.SourceBackingFile:
 		return r.backingFileRow(ctx, p, backingFileVolume(src.Ref)), nil
 	case banlieuev1.SourceURL:
-		artifact := img.Status.BuildArtifact
-		if row, gated := buildGate(p, artifact); gated {
-			return row, nil
-		}
 		pools := targetPools(p)
+		if row, gated := buildGate(p, img.Status.BuildArtifact); gated {
+			return gatedZones(row, pools), nil
+		}
 		if len(pools) == 0 {
 			return notReadyRow(p, banlieuev1.ReasonNoFailureDomains, "the Provider has no verified storage pool to import into"), nil
 		}

@@ -68,6 +68,18 @@ func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banl
 	return banlieuev1.ProviderImageStatus{}, false
 }
 
+// gatedZones gives a row that waits on the build one zone per pool it will import into, each
+// with the row's reason and message: the guide reads pools through
+// `{.status.perProvider[*].zones[*]}`, and a row without zones would print nothing there while
+// the build is pending (docs/guides/libvirt-provider.md, "Troubleshooting"). Without a
+// verified pool the row stays without zones; it says why.
+func gatedZones(row banlieuev1.ProviderImageStatus, pools []string) banlieuev1.ProviderImageStatus {
+	for _, pool := range pools {
+		row.Zones = append(row.Zones, notReadyZone(pool, row.Reason, row.Message))
+	}
+	return row
+}
+
 // artifactSHA256 is the hex of the artifact's sha256 checksum, or "" when it has none.
 func artifactSHA256(a *banlieuev1.BuildArtifact) string {
 	d, err := checksum.Parse(a.Checksum)

@@ -93,3 +93,20 @@ func TestRowHelpers(t *testing.T) {
 		t.Errorf("sorted %+v", rows)
 	}
 }
+
+func TestGatedZones(t *testing.T) {
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	row, _ := buildGate(p, nil)
+	got := gatedZones(row, []string{"nvme", "default"})
+	if got.Reason != banlieuev1.ReasonBuildPending || len(got.Zones) != 2 {
+		t.Fatalf("row %+v", got)
+	}
+	for i, pool := range []string{"nvme", "default"} {
+		if z := got.Zones[i]; z.Name != pool || z.Ready || z.Reason != got.Reason || z.Message != got.Message || z.ResolvedRef != "" {
+			t.Errorf("zone %d = %+v", i, z)
+		}
+	}
+	if got := gatedZones(row, nil); len(got.Zones) != 0 {
+		t.Errorf("without a verified pool the row has no zones: %+v", got.Zones)
+	}
+}
