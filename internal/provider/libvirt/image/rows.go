@@ -102,18 +102,24 @@ func urlRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneS
 		ProviderName: p.Name, ProviderNamespace: p.Namespace, Ready: true, Reason: banlieuev1.ReasonReconciled, Zones: zones,
 	}
 	ready, failed := 0, 0
-	for _, z := range zones {
+	var notGranted *banlieuev1.ImageZoneStatus
+	for i, z := range zones {
 		switch {
 		case z.Ready:
 			ready++
 		case z.Reason == banlieuev1.ReasonImportFailed:
 			failed++
+		case z.Reason == banlieuev1.ReasonJobsNotGranted && notGranted == nil:
+			notGranted = &zones[i]
 		}
 	}
 	switch {
 	case ready == len(zones):
 		row.ResolvedRef = volume
 		row.Message = fmt.Sprintf("imported into %d pool(s)", len(zones))
+	case notGranted != nil:
+		// One grant is missing for every pool: the row says which, as its zones do.
+		row.Ready, row.Reason, row.Message = false, notGranted.Reason, notGranted.Message
 	case failed > 0:
 		row.Ready, row.Reason = false, banlieuev1.ReasonImportFailed
 		row.Message = fmt.Sprintf("import failed in %d of %d pool(s)", failed, len(zones))

@@ -81,6 +81,11 @@ func TestURLRowAndJobZones(t *testing.T) {
 	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{running, failed}); r.Ready || r.Reason != banlieuev1.ReasonImportFailed {
 		t.Errorf("one failed: %+v", r)
 	}
+	notGranted := notReadyZone("d", banlieuev1.ReasonJobsNotGranted, "this provider may not read import Job x")
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{failed, notGranted, done}); r.Ready || r.Reason != banlieuev1.ReasonJobsNotGranted ||
+		r.Message != notGranted.Message {
+		t.Errorf("the Jobs grant missing: %+v", r)
+	}
 }
 
 func TestRowHelpers(t *testing.T) {
