@@ -89,6 +89,20 @@ const (
 	PowerOffTrySoft PowerOffMode = "TrySoft"
 )
 
+// ConsoleLog is where a machine's serial console is recorded besides its live stream.
+// +kubebuilder:validation:Enum=Host;None
+type ConsoleLog string
+
+// Console logs (docs/adr/0140).
+const (
+	// ConsoleLogHost has libvirt's virtlogd append the console to a file in the host's QEMU log
+	// directory, so a guest that never networks can be read after the fact.
+	ConsoleLogHost ConsoleLog = "Host"
+	// ConsoleLogNone records nothing on the host: the console is only what `banlieue console`
+	// streams while attached.
+	ConsoleLogNone ConsoleLog = "None"
+)
+
 // Firmware selects the guest firmware.
 // +kubebuilder:validation:Enum=bios;efi;efi-secure
 type Firmware string

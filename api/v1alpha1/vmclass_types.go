@@ -25,6 +25,11 @@ type VMClassSpec struct {
 	// an image whose installMode is not immediate.
 	// +optional
 	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+	// consoleLog is where the serial console is recorded besides its live stream (`banlieue
+	// console`): Host (unset means Host) appends it to <domain>-serial.log in the host's QEMU log
+	// directory, None writes nothing on the host.
+	// +optional
+	ConsoleLog ConsoleLog `json:"consoleLog,omitempty"`
 }
 
 // ClassHardware is CPU, memory and disks.

@@ -106,6 +106,7 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 			MemoryMiB:         memory,
 			Firmware:          firmware,
 			TPMEnabled:        class.Spec.TPMEnabled,
+			ConsoleLog:        class.Spec.ConsoleLog,
 			Disks:             libvirtDisks(class.Spec.Hardware.Disks, diskOverrides),
 			Network:           nics,
 			UserDataSecretRef: userDataRef,

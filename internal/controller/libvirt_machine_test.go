@@ -206,15 +206,18 @@ func TestBuildLibvirtMachineFields(t *testing.T) {
 			},
 		},
 		{
-			name:  "firmware and tpm from the class; power from the VM",
-			vm:    func(vm *banlieuev1.VirtualMachine) { vm.Spec.DesiredPowerState = banlieuev1.PoweredOff },
-			class: func(c *banlieuev1.VMClass) { c.Spec.Firmware = banlieuev1.FirmwareBIOS; c.Spec.TPMEnabled = true },
+			name: "firmware, tpm and console log from the class; power from the VM",
+			vm:   func(vm *banlieuev1.VirtualMachine) { vm.Spec.DesiredPowerState = banlieuev1.PoweredOff },
+			class: func(c *banlieuev1.VMClass) {
+				c.Spec.Firmware, c.Spec.TPMEnabled, c.Spec.ConsoleLog = banlieuev1.FirmwareBIOS, true, banlieuev1.ConsoleLogNone
+			},
 			image: func(i *banlieuev1.VMImage) { i.Spec.Template.InstallMode = banlieuev1.InstallDeferred },
 			provider: func(p *banlieuev1.Provider) {
 				p.Status.FailureDomains[0].Attributes.Features = []string{"vtpm"}
 			},
 			check: func(t *testing.T, m *infrav1.LibvirtMachine) {
-				if m.Spec.Firmware != banlieuev1.FirmwareBIOS || !m.Spec.TPMEnabled || m.Spec.DesiredPowerState != banlieuev1.PoweredOff {
+				if m.Spec.Firmware != banlieuev1.FirmwareBIOS || !m.Spec.TPMEnabled || m.Spec.ConsoleLog != banlieuev1.ConsoleLogNone ||
+					m.Spec.DesiredPowerState != banlieuev1.PoweredOff {
 					t.Errorf("spec = %+v", m.Spec)
 				}
 			},

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -46,10 +47,33 @@ func (r *providerReconciler) prune(ctx context.Context, p *banlieuev1.Provider, 
 	pruned, err := r.deleteWorkload(ctx, p, keep)
 	delete(pruned, current)
 	for _, instance := range slices.Sorted(maps.Keys(pruned)) {
-		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonWorkloadPruned, "Prune",
-			"pruned workload %s: %s", instance, strings.Join(pruned[instance], ", "))
+		ctrl.LoggerFrom(ctx).Info("pruned workload", "instance", instance, "objects", pruned[instance])
+		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonWorkloadPruned, "Prune", "%s", prunedNote(instance, pruned[instance]))
 	}
 	return err
+}
+
+// prunedNote is the event's note for a pruned workload: its instance and what kinds of objects
+// went, counted, since an event note is at most 1024 characters and a workload's full object
+// list ("Kind namespace/name", a dozen long names) is longer; the full list goes to the log.
+func prunedNote(instance string, objects []string) string {
+	count := map[string]int{}
+	for _, o := range objects {
+		kind, _, _ := strings.Cut(o, " ")
+		count[kind]++
+	}
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(count)) {
+		if count[k] > 1 {
+			k = fmt.Sprintf("%s ×%d", k, count[k])
+		}
+		kinds = append(kinds, k)
+	}
+	noun := "objects"
+	if len(objects) == 1 {
+		noun = "object"
+	}
+	return fmt.Sprintf("pruned workload %s: %d %s (%s)", instance, len(objects), noun, strings.Join(kinds, ", "))
 }
 
 // deleteWorkload deletes every object of p's workload (workloadOwner), in any namespace, except

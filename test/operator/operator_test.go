@@ -235,8 +235,9 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	wantArgs := []string{"provider", "libvirt", "--provider-name", provider, "--namespace", systemNs,
 		"--leader-election-id", workload, "--leader-election-namespace", systemNs,
 		"--import-image", "registry.example/banlieue:v0.1.0", "--import-service-account", workload + "-import",
+		"--console-relay", "system:serviceaccount:" + systemNs + ":banlieue-controller",
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
-		"--log-level", "info", "--log-format", "json"}
+		"--import-image-pull-policy", "IfNotPresent", "--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(ctr.Args, wantArgs) {
 		t.Errorf("args %q", ctr.Args)
 	}
@@ -260,8 +261,9 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		rp.PeriodSeconds != 5 || rp.TimeoutSeconds != 2 || rp.FailureThreshold != 3 || lp.HTTPGet.Port.StrVal != "health" {
 		t.Errorf("probes %+v %+v", lp, rp)
 	}
-	if len(ctr.Ports) != 2 || ctr.Ports[0].Name != "metrics" || ctr.Ports[0].ContainerPort != 8080 ||
-		ctr.Ports[1].Name != "health" || ctr.Ports[1].ContainerPort != 8081 {
+	if len(ctr.Ports) != 3 || ctr.Ports[0].Name != "metrics" || ctr.Ports[0].ContainerPort != 8080 ||
+		ctr.Ports[1].Name != "health" || ctr.Ports[1].ContainerPort != 8081 ||
+		ctr.Ports[2].Name != "console" || ctr.Ports[2].ContainerPort != 8443 {
 		t.Errorf("ports %+v", ctr.Ports)
 	}
 	var env []string

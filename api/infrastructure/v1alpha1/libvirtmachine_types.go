@@ -93,6 +93,11 @@ type LibvirtMachineSpec struct {
 	// tpmEnabled attaches an emulated TPM 2.0 (tpm-crb, swtpm).
 	// +optional
 	TPMEnabled bool `json:"tpmEnabled,omitempty"`
+	// consoleLog is where the serial console is recorded besides its live stream: Host (unset
+	// means Host) appends it to <domainName>-serial.log in the host's QEMU log directory, None
+	// writes nothing on the host.
+	// +optional
+	ConsoleLog banlieuev1.ConsoleLog `json:"consoleLog,omitempty"`
 	// disks of the domain; the first is the OS disk.
 	// +listType=map
 	// +listMapKey=name

@@ -116,12 +116,14 @@ func renderDomain(in domainInputs) (string, error) {
 		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{}},
 		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: guestAgentChannel}},
 	}}
-	// The console is also logged on the host: a guest that ignores its seed or never networks
-	// says why on its console, and an operator should not need to be attached at boot to see it.
-	dev.Serials = []libvirtxml.DomainSerial{{
-		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
-		Log:    &libvirtxml.DomainChardevLog{File: serialLogPath(s.DomainName), Append: "on"},
-	}}
+	// The console is a pty, streamed by `banlieue console`; by default it is also logged on the
+	// host: a guest that ignores its seed or never networks says why on its console, and an
+	// operator should not need to be attached at boot to see it.
+	serial := libvirtxml.DomainSerial{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}}
+	if s.ConsoleLog != banlieuev1.ConsoleLogNone {
+		serial.Log = &libvirtxml.DomainChardevLog{File: serialLogPath(s.DomainName), Append: "on"}
+	}
+	dev.Serials = []libvirtxml.DomainSerial{serial}
 	dev.Consoles = []libvirtxml.DomainConsole{{Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}}}
 	dev.MemBalloon = &libvirtxml.DomainMemBalloon{Model: "virtio"}
 	return dom.Marshal()

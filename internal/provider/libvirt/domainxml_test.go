@@ -242,3 +242,33 @@ func TestDriveLetters(t *testing.T) {
 		}
 	}
 }
+
+// The console is always a pty (banlieue console streams it); the host file is kept unless the
+// machine says None.
+func TestRenderDomainConsoleLog(t *testing.T) {
+	for _, tt := range []struct {
+		log  banlieuev1.ConsoleLog
+		file string
+	}{
+		{"", "/var/log/libvirt/qemu/banlieue-system-web-01-serial.log"},
+		{banlieuev1.ConsoleLogHost, "/var/log/libvirt/qemu/banlieue-system-web-01-serial.log"},
+		{banlieuev1.ConsoleLogNone, ""},
+	} {
+		xml, err := renderDomain(domainInputs{owner: testOwner, domainType: "kvm", diskPaths: []string{"/pool/os.qcow2"},
+			spec: machineSpec(func(s *infrav1.LibvirtMachineSpec) { s.ConsoleLog = tt.log })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := parseDomain(t, xml)
+		if len(d.Devices.Serials) != 1 || d.Devices.Serials[0].Source.Pty == nil || len(d.Devices.Consoles) != 1 {
+			t.Fatalf("consoleLog %q: serial/console %+v", tt.log, d.Devices)
+		}
+		file := ""
+		if l := d.Devices.Serials[0].Log; l != nil {
+			file = l.File
+		}
+		if file != tt.file {
+			t.Errorf("consoleLog %q: log file %q, want %q", tt.log, file, tt.file)
+		}
+	}
+}
