@@ -119,6 +119,9 @@ const (
 	ReasonImporting = "Importing"
 	// ReasonImportFailed: the import Job failed; its message carries the Job's error.
 	ReasonImportFailed = "ImportFailed"
+	// ReasonJobsNotGranted: the provider may not read its import Jobs in the build namespace:
+	// its ProviderClass lacks the batch/jobs additionalRules. The message names the grant.
+	ReasonJobsNotGranted = "JobsNotGranted"
 	// ReasonUnsupportedSourceKind: the image's source kind is not one this backend imports.
 	ReasonUnsupportedSourceKind = "UnsupportedSourceKind"
 	// ReasonVolumeNotFound: the volume the source names does not exist on the host.

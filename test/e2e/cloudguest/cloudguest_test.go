@@ -28,21 +28,7 @@ const marker = "/var/lib/banlieue-e2e/marker"
 // objects are what a user declares: the image already on the host (BackingFile), classes small
 // enough for software emulation (one NIC-less, one with a NIC on the suite's isolated bridge and
 // a static address), and user-data whose effects are visible only if cloud-init ran it.
-const objects = `
-apiVersion: banlieue.io/v1alpha1
-kind: VMImage
-metadata:
-  name: debian-12-cloud
-spec:
-  osFamily: linux
-  osDistribution: debian
-  osVersion: "12"
-  architecture: amd64
-  guestAgent: cloud-init
-  sources:
-    - providerClass: libvirt
-      kind: BackingFile
-      ref: /images/VOLUME
+const objects = imageObject + `
 ---
 apiVersion: banlieue.io/v1alpha1
 kind: VMClass
@@ -127,6 +113,59 @@ spec:
       static: {address: ` + staticAddress + `, prefix: 24}
 `
 
+// dhcpObjects are the DHCP guest's: a class whose NIC is on the suite's libvirt NAT network
+// without a static address, and a VM of it. It boots in a test of its own: four emulated guests
+// at once on two shared cores miss the boot timeout.
+const dhcpObjects = imageObject + `
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMClass
+metadata:
+  name: cloud-dhcp
+spec:
+  firmware: efi
+  hardware:
+    cpus: 1
+    memoryMiB: 512
+    disks:
+      - name: os
+        sizeGiB: 4
+        storageClass: standard
+  network:
+    interfaces:
+      - name: nic0
+        networkClass: nat
+        ipam: {}
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachine
+metadata:
+  name: dhcp
+spec:
+  classRef: {name: cloud-dhcp}
+  imageRef: {name: debian-12-cloud}
+  desiredPowerState: PoweredOn
+  migrationPolicy: never
+`
+
+// imageObject is the cloud guest's image, already on the host.
+const imageObject = `
+apiVersion: banlieue.io/v1alpha1
+kind: VMImage
+metadata:
+  name: debian-12-cloud
+spec:
+  osFamily: linux
+  osDistribution: debian
+  osVersion: "12"
+  architecture: amd64
+  guestAgent: cloud-init
+  sources:
+    - providerClass: libvirt
+      kind: BackingFile
+      ref: /images/VOLUME
+`
+
 // staticAddress is the static VM's address (TEST-NET-1), on the suite's isolated bridge.
 const staticAddress = "192.0.2.10"
 
@@ -136,22 +175,7 @@ const bootTimeout = 6 * time.Minute
 
 func TestCloudGuestOnLab(t *testing.T) {
 	ctx, s := newSuite(t)
-	var vms []*banlieuev1.VirtualMachine
-	for _, doc := range strings.Split(strings.ReplaceAll(objects, "VOLUME", s.diskVol), "\n---\n") {
-		obj := decode(t, doc)
-		obj.SetNamespace(s.ns)
-		if vm, ok := obj.(*banlieuev1.VirtualMachine); ok {
-			vms = append(vms, vm)
-		}
-		if err := s.env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	for _, vm := range vms {
-		s.waitGuestReady(ctx, t, vm)
-		t.Logf("%s: GuestReady=True %s after the VirtualMachines were created", vm.Name, time.Since(start).Round(time.Second))
-	}
+	vms := s.boot(ctx, t, objects)
 
 	t.Run("cloud-init finished from the NoCloud seed, without errors", func(t *testing.T) {
 		for _, vm := range vms {
@@ -181,39 +205,115 @@ func TestCloudGuestOnLab(t *testing.T) {
 		}
 	})
 	t.Run("networkOverrides: the static address is on nic0, and in status.addresses from the agent", func(t *testing.T) {
-		dom := s.domain(ctx, t, vms[2])
-		var ifaces []struct {
-			Name string `json:"name"`
-			IPs  []struct {
-				Address string `json:"ip-address"`
-				Prefix  int    `json:"prefix"`
-			} `json:"ip-addresses"`
-		}
-		if err := s.agent(ctx, dom, `{"execute":"guest-network-get-interfaces"}`, &ifaces); err != nil {
-			t.Fatalf("guest-network-get-interfaces: %v", err)
-		}
 		found := false
-		for _, i := range ifaces {
+		for _, i := range s.interfaces(ctx, t, s.domain(ctx, t, vms[2])) {
 			for _, a := range i.IPs {
 				found = found || (i.Name == "nic0" && a.Address == staticAddress && a.Prefix == 24)
 			}
 		}
 		if !found {
-			t.Errorf("the guest has no %s/24 on nic0: %+v", staticAddress, ifaces)
+			t.Errorf("the guest has no %s/24 on nic0", staticAddress)
 		}
-		testenv.Eventually(t, 60*time.Second, "static: status.addresses holds "+staticAddress, func() error {
-			var got banlieuev1.VirtualMachine
-			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &got); err != nil {
-				return testenv.Unmet(false, err.Error())
+		s.waitAgentAddress(ctx, t, vms[2], staticAddress)
+	})
+}
+
+// TestCloudGuestDHCPOnLab: a VM without a static address, on a libvirt NAT network, gets its
+// address from the network's dnsmasq through cloud-init's fallback DHCP; the provider reports it
+// from the guest agent, and the network's lease names the same address and MAC.
+func TestCloudGuestDHCPOnLab(t *testing.T) {
+	ctx, s := newSuite(t)
+	vm := s.boot(ctx, t, dhcpObjects)[0]
+	s.checkCloudInitResult(ctx, t, s.domain(ctx, t, vm))
+	var addr, mac string
+	for _, i := range s.interfaces(ctx, t, s.domain(ctx, t, vm)) {
+		for _, a := range i.IPs {
+			if a.Type == "ipv4" && strings.HasPrefix(a.Address, natSubnet) && a.Prefix == 24 {
+				addr, mac = a.Address, i.MAC
 			}
-			var m infrav1.LibvirtMachine
-			if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vms[2]), &m); err != nil {
-				return testenv.Unmet(false, err.Error())
-			}
-			has := slices.ContainsFunc(got.Status.Addresses, func(a banlieuev1.MachineAddress) bool { return a.Address == staticAddress })
-			return testenv.Unmet(has && m.Status.AddressSource == infrav1.AddressFromGuestAgent,
-				fmt.Sprintf("VM addresses %+v, LibvirtMachine addressSource %q", got.Status.Addresses, m.Status.AddressSource))
-		})
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the guest has no address in %s0/24", natSubnet)
+	}
+	out, err := virsh(s.lab, "net-dhcp-leases", s.network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := false
+	for _, line := range strings.Split(out, "\n") {
+		// Expiry date and time, MAC, protocol, address/prefix, hostname, client id.
+		if f := strings.Fields(line); len(f) >= 5 && strings.EqualFold(f[2], mac) && f[4] == addr+"/24" {
+			leased = true
+		}
+	}
+	if !leased {
+		t.Errorf("network %s leases no %s to %s:\n%s", s.network, addr, mac, out)
+	}
+	s.waitAgentAddress(ctx, t, vm, addr)
+}
+
+// boot creates the objects of docs (VOLUME standing for the suite's disk volume) in the suite's
+// namespace and waits for every VirtualMachine among them to be GuestReady, in order.
+func (s *suite) boot(ctx context.Context, t *testing.T, docs string) []*banlieuev1.VirtualMachine {
+	t.Helper()
+	var vms []*banlieuev1.VirtualMachine
+	for _, doc := range strings.Split(strings.ReplaceAll(docs, "VOLUME", s.diskVol), "\n---\n") {
+		obj := decode(t, doc)
+		obj.SetNamespace(s.ns)
+		if vm, ok := obj.(*banlieuev1.VirtualMachine); ok {
+			vms = append(vms, vm)
+		}
+		if err := s.env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, vm := range vms {
+		s.waitGuestReady(ctx, t, vm)
+		t.Logf("%s: GuestReady=True %s after the VirtualMachines were created", vm.Name, time.Since(start).Round(time.Second))
+	}
+	return vms
+}
+
+// guestInterface is one interface as the guest agent reports it.
+type guestInterface struct {
+	Name string `json:"name"`
+	MAC  string `json:"hardware-address"`
+	IPs  []struct {
+		Type    string `json:"ip-address-type"`
+		Address string `json:"ip-address"`
+		Prefix  int    `json:"prefix"`
+	} `json:"ip-addresses"`
+}
+
+// interfaces are the guest's interfaces and addresses, read through the agent.
+func (s *suite) interfaces(ctx context.Context, t *testing.T, dom libvirt.Domain) []guestInterface {
+	t.Helper()
+	var ifaces []guestInterface
+	if err := s.agent(ctx, dom, `{"execute":"guest-network-get-interfaces"}`, &ifaces); err != nil {
+		t.Fatalf("%s: guest-network-get-interfaces: %v", dom.Name, err)
+	}
+	t.Logf("%s: interfaces %+v", dom.Name, ifaces)
+	return ifaces
+}
+
+// waitAgentAddress waits until the VM's status.addresses holds addr and its LibvirtMachine says
+// the addresses came from the guest agent.
+func (s *suite) waitAgentAddress(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, addr string) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, vm.Name+": status.addresses holds "+addr, func() error {
+		var got banlieuev1.VirtualMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+			return testenv.Unmet(false, err.Error())
+		}
+		var m infrav1.LibvirtMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &m); err != nil {
+			return testenv.Unmet(false, err.Error())
+		}
+		has := slices.ContainsFunc(got.Status.Addresses, func(a banlieuev1.MachineAddress) bool { return a.Address == addr })
+		return testenv.Unmet(has && m.Status.AddressSource == infrav1.AddressFromGuestAgent,
+			fmt.Sprintf("VM addresses %+v, LibvirtMachine addressSource %q", got.Status.Addresses, m.Status.AddressSource))
 	})
 }
 

@@ -102,6 +102,14 @@ func TestImportJobAdmission(t *testing.T) {
 		{"another Provider's import account", asA, own(func(j *batchv1.Job) {
 			j.Spec.Template.Spec.ServiceAccountName = accountB + "-import"
 		}), "serviceAccountName must be " + accountA + "-import"},
+		// No fallback to the build namespace's default account (docs/adr/0128): a Job naming
+		// it, or naming none so that its pods would run as it, is refused.
+		{"the build namespace's default account", asA, own(func(j *batchv1.Job) {
+			j.Spec.Template.Spec.ServiceAccountName = "default"
+		}), "serviceAccountName must be " + accountA + "-import"},
+		{"no account, so that the pods would run as default", asA, own(func(j *batchv1.Job) {
+			j.Spec.Template.Spec.ServiceAccountName = ""
+		}), "serviceAccountName must be " + accountA + "-import"},
 		{"a foreign image", asA, own(func(j *batchv1.Job) {
 			j.Spec.Template.Spec.Containers[0].Image = "evil.example/shell:latest"
 		}), "image must be " + importImageA},

@@ -30,8 +30,9 @@ func importTransitions(before, after []banlieuev1.ProviderImageStatus, imported 
 		case row.Reason == banlieuev1.ReasonImporting && (prev == nil || prev.Reason != banlieuev1.ReasonImporting):
 			out = append(out, importEvent{corev1.EventTypeNormal, banlieuev1.ReasonImportStarted,
 				fmt.Sprintf("importing on Provider %s: %s", name, row.Message)})
-		case row.Reason == banlieuev1.ReasonImportFailed && (prev == nil || prev.Reason != banlieuev1.ReasonImportFailed):
-			out = append(out, importEvent{corev1.EventTypeWarning, banlieuev1.ReasonImportFailed,
+		case (row.Reason == banlieuev1.ReasonImportFailed || row.Reason == banlieuev1.ReasonJobsNotGranted) &&
+			(prev == nil || prev.Reason != row.Reason):
+			out = append(out, importEvent{corev1.EventTypeWarning, row.Reason,
 				fmt.Sprintf("import on Provider %s failed: %s", name, row.Message)})
 		}
 	}

@@ -15,6 +15,7 @@ func TestImportTransitions(t *testing.T) {
 	failed := row("a", false, banlieuev1.ReasonImportFailed)
 	ready := row("a", true, banlieuev1.ReasonReconciled)
 	pending := row("a", false, banlieuev1.ReasonBuildPending)
+	notGranted := row("a", false, banlieuev1.ReasonJobsNotGranted)
 	for _, tc := range []struct {
 		name          string
 		before, after []banlieuev1.ProviderImageStatus
@@ -28,6 +29,9 @@ func TestImportTransitions(t *testing.T) {
 		{"ready again on a repeat pass", []banlieuev1.ProviderImageStatus{ready}, []banlieuev1.ProviderImageStatus{ready}, true, nil},
 		{"import fails", []banlieuev1.ProviderImageStatus{importing}, []banlieuev1.ProviderImageStatus{failed}, true, []string{"ImportFailed"}},
 		{"still failed", []banlieuev1.ProviderImageStatus{failed}, []banlieuev1.ProviderImageStatus{failed}, true, nil},
+		{"the Jobs grant is missing", []banlieuev1.ProviderImageStatus{pending}, []banlieuev1.ProviderImageStatus{notGranted}, true, []string{"JobsNotGranted"}},
+		{"still not granted", []banlieuev1.ProviderImageStatus{notGranted}, []banlieuev1.ProviderImageStatus{notGranted}, true, nil},
+		{"granted, then importing", []banlieuev1.ProviderImageStatus{notGranted}, []banlieuev1.ProviderImageStatus{importing}, true, []string{"ImportStarted"}},
 		{"retried after a failure", []banlieuev1.ProviderImageStatus{failed}, []banlieuev1.ProviderImageStatus{importing}, true, []string{"ImportStarted"}},
 		{"a rebuilt artifact re-imports", []banlieuev1.ProviderImageStatus{ready}, []banlieuev1.ProviderImageStatus{importing}, true, []string{"ImportStarted"}},
 		{"a backing file found is no import", nil, []banlieuev1.ProviderImageStatus{ready}, false, nil},

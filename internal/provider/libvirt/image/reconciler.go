@@ -203,11 +203,10 @@ func (r *Reconciler) row(ctx context.Context, img *banlieuev1.VMImage, src banli
 	case banlieuev1.SourceBackingFile:
 		return r.backingFileRow(ctx, p, backingFileVolume(src.Ref)), nil
 	case banlieuev1.SourceURL:
-		artifact := img.Status.BuildArtifact
-		if row, gated := buildGate(p, artifact); gated {
-			return row, nil
-		}
 		pools := targetPools(p)
+		if row, gated := buildGate(p, img.Status.BuildArtifact); gated {
+			return gatedZones(row, pools), nil
+		}
 		if len(pools) == 0 {
 			return notReadyRow(p, banlieuev1.ReasonNoFailureDomains, "the Provider has no verified storage pool to import into"), nil
 		}
@@ -294,6 +293,8 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 			return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("creating import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 		}
 		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job created"), nil
+	case apierrors.IsForbidden(err):
+		return notReadyZone(pool, banlieuev1.ReasonJobsNotGranted, jobsNotGranted(p, want, err)), nil
 	case err != nil:
 		return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 	}
@@ -313,6 +314,15 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	// Not stale: the Job imported the image's current artifact.
 	recordImport(&job, img.Status.BuildArtifact)
 	return jobZone(pool, &job), nil
+}
+
+// jobsNotGranted is the zone's message when the API server refuses this process a read of its
+// import Job. Only RBAC refuses a get (admission sees writes alone), and the provider's only grant
+// on Jobs is its class's additionalRules, so the message names that rule and where it lives.
+func jobsNotGranted(p *banlieuev1.Provider, job *batchv1.Job, err error) string {
+	return fmt.Sprintf("this provider may not read import Job %s/%s: ProviderClass %s lacks the additionalRules "+
+		"that grant batch/jobs get, list, watch, create and delete in namespace %s (examples/09-providerclass-libvirt.yaml); "+
+		"grant them and restart the provider pod: %v", job.Namespace, job.Name, p.Spec.ProviderClassRef.Name, job.Namespace, err)
 }
 
 // jobs reads import Jobs: from the cache when they are watched, else from the API server.

@@ -68,6 +68,18 @@ func buildGate(p *banlieuev1.Provider, artifact *banlieuev1.BuildArtifact) (banl
 	return banlieuev1.ProviderImageStatus{}, false
 }
 
+// gatedZones gives a row that waits on the build one zone per pool it will import into, each
+// with the row's reason and message: the guide reads pools through
+// `{.status.perProvider[*].zones[*]}`, and a row without zones would print nothing there while
+// the build is pending (docs/guides/libvirt-provider.md, "Troubleshooting"). Without a
+// verified pool the row stays without zones; it says why.
+func gatedZones(row banlieuev1.ProviderImageStatus, pools []string) banlieuev1.ProviderImageStatus {
+	for _, pool := range pools {
+		row.Zones = append(row.Zones, notReadyZone(pool, row.Reason, row.Message))
+	}
+	return row
+}
+
 // artifactSHA256 is the hex of the artifact's sha256 checksum, or "" when it has none.
 func artifactSHA256(a *banlieuev1.BuildArtifact) string {
 	d, err := checksum.Parse(a.Checksum)
@@ -90,18 +102,24 @@ func urlRow(p *banlieuev1.Provider, volume string, zones []banlieuev1.ImageZoneS
 		ProviderName: p.Name, ProviderNamespace: p.Namespace, Ready: true, Reason: banlieuev1.ReasonReconciled, Zones: zones,
 	}
 	ready, failed := 0, 0
-	for _, z := range zones {
+	var notGranted *banlieuev1.ImageZoneStatus
+	for i, z := range zones {
 		switch {
 		case z.Ready:
 			ready++
 		case z.Reason == banlieuev1.ReasonImportFailed:
 			failed++
+		case z.Reason == banlieuev1.ReasonJobsNotGranted && notGranted == nil:
+			notGranted = &zones[i]
 		}
 	}
 	switch {
 	case ready == len(zones):
 		row.ResolvedRef = volume
 		row.Message = fmt.Sprintf("imported into %d pool(s)", len(zones))
+	case notGranted != nil:
+		// One grant is missing for every pool: the row says which, as its zones do.
+		row.Ready, row.Reason, row.Message = false, notGranted.Reason, notGranted.Message
 	case failed > 0:
 		row.Ready, row.Reason = false, banlieuev1.ReasonImportFailed
 		row.Message = fmt.Sprintf("import failed in %d of %d pool(s)", failed, len(zones))

@@ -81,6 +81,11 @@ func TestURLRowAndJobZones(t *testing.T) {
 	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{running, failed}); r.Ready || r.Reason != banlieuev1.ReasonImportFailed {
 		t.Errorf("one failed: %+v", r)
 	}
+	notGranted := notReadyZone("d", banlieuev1.ReasonJobsNotGranted, "this provider may not read import Job x")
+	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{failed, notGranted, done}); r.Ready || r.Reason != banlieuev1.ReasonJobsNotGranted ||
+		r.Message != notGranted.Message {
+		t.Errorf("the Jobs grant missing: %+v", r)
+	}
 }
 
 func TestRowHelpers(t *testing.T) {
@@ -91,5 +96,22 @@ func TestRowHelpers(t *testing.T) {
 	sortRows(rows)
 	if rows[0].ProviderName != "b" || rows[1].ProviderName != "z" || rows[2].ProviderNamespace != "b" {
 		t.Errorf("sorted %+v", rows)
+	}
+}
+
+func TestGatedZones(t *testing.T) {
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	row, _ := buildGate(p, nil)
+	got := gatedZones(row, []string{"nvme", "default"})
+	if got.Reason != banlieuev1.ReasonBuildPending || len(got.Zones) != 2 {
+		t.Fatalf("row %+v", got)
+	}
+	for i, pool := range []string{"nvme", "default"} {
+		if z := got.Zones[i]; z.Name != pool || z.Ready || z.Reason != got.Reason || z.Message != got.Message || z.ResolvedRef != "" {
+			t.Errorf("zone %d = %+v", i, z)
+		}
+	}
+	if got := gatedZones(row, nil); len(got.Zones) != 0 {
+		t.Errorf("without a verified pool the row has no zones: %+v", got.Zones)
 	}
 }

@@ -70,7 +70,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	if !watchJobs {
 		mgr.GetLogger().Error(nil, "this provider may not list and watch Jobs in the build namespace: import Jobs are read uncached, "+
-			"every zone reports the API server's refusal, and rows are retried at the default requeue; grant the ProviderClass's "+
+			"every zone reports JobsNotGranted, and rows are retried at the default requeue; grant the ProviderClass's "+
 			"additionalRules (examples/09-providerclass-libvirt.yaml) and restart the provider to watch them again",
 			"namespace", opts.BuildNamespace)
 	}
