@@ -39,8 +39,8 @@ type suite struct {
 
 	ns      string // Kubernetes namespace; domain names are <ns>-<vm>
 	pool    string
-	diskVol string // the cloud guest's raw disk
-	bridge  string // the isolated host bridge behind network class "isolated"
+	diskVol string             // the cloud guest's raw disk
+	bridge  string             // the isolated host bridge behind network class "isolated"
 	network labhost.NATNetwork // behind network class "nat"
 }
 
