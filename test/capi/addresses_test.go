@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"libvirt.org/go/libvirtxml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,20 +80,7 @@ func TestMachineAddressesOnLab(t *testing.T) {
 		t.Errorf("network %s leases no %s/24 to the domain's NIC %s", s.network.Name, addr, mac)
 	}
 
-	start = time.Now()
-	if err := s.env.Client.Delete(ctx, w.cluster); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 180*time.Second, "Cluster, Machine and LibvirtMachine gone", func() error {
-		_, err := s.get(ctx, w.cluster)
-		var lms infrav1.LibvirtMachineList
-		if lerr := s.env.Client.List(ctx, &lms, client.InNamespace(s.ns)); lerr != nil {
-			return lerr
-		}
-		return testenv.Unmet(apierrors.IsNotFound(err) && len(lms.Items) == 0, fmt.Sprintf("Cluster: %v; %d LibvirtMachines", err, len(lms.Items)))
-	})
-	s.waitHost(ctx, t, "after deleting the Cluster", func(inv []string) bool { return slices.Equal(inv, before) })
-	t.Logf("Cluster deleted, host as before, in %s", time.Since(start).Round(time.Millisecond))
+	s.deleteCluster(ctx, t, w.cluster, before)
 }
 
 // mac is the MAC libvirt gave the domain's one NIC, on the suite's network, from its live XML.

@@ -224,7 +224,14 @@ func TestMachineDeploymentOnLab(t *testing.T) {
 		t.Errorf("the Machine kept, %s, is not one of the three", got)
 	}
 
-	start = time.Now()
+	s.deleteCluster(ctx, t, cluster, before)
+}
+
+// deleteCluster deletes the Cluster and waits until it, its Machines and their LibvirtMachines
+// are gone and the host's inventory is before again.
+func (s *labSuite) deleteCluster(ctx context.Context, t *testing.T, cluster *unstructured.Unstructured, before []string) {
+	t.Helper()
+	start := time.Now()
 	if err := s.env.Client.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}

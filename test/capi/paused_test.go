@@ -5,7 +5,6 @@ package capi
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,10 +88,7 @@ func TestPausedClusterOnLab(t *testing.T) {
 	s.waitHost(ctx, t, "with two domains", func(inv []string) bool { return countDomains(inv, s.ns+"-") == 2 })
 	t.Logf("Cluster unpaused → Paused=False, two Machines provisioned, the first domain running, in %s", time.Since(start).Round(time.Millisecond))
 
-	if err := s.env.Client.Delete(ctx, w.cluster); err != nil {
-		t.Fatal(err)
-	}
-	s.waitHost(ctx, t, "after deleting the Cluster", func(inv []string) bool { return slices.Equal(inv, before) })
+	s.deleteCluster(ctx, t, w.cluster, before)
 }
 
 // pause sets the Cluster's spec.paused, as clusterctl move does.
