@@ -51,29 +51,31 @@ func TestMachineAddressesOnLab(t *testing.T) {
 
 	var addr string
 	testenv.Eventually(t, cloudBootTimeout, "the Machine's status.addresses holds an address of "+s.network.Subnet+"0/24", func() error {
-		got, err := s.get(ctx, m)
-		if err != nil {
-			return err
-		}
-		addrs, _, _ := unstructured.NestedSlice(got.Object, "status", "addresses")
-		for _, a := range addrs {
-			a, _ := a.(map[string]any)
-			if ip, _ := a["address"].(string); a["type"] == string(banlieuev1.MachineInternalIP) && strings.HasPrefix(ip, s.network.Subnet) {
-				addr = ip
+		got := s.machineAddresses(ctx, t, m)
+		for _, a := range got {
+			if strings.HasPrefix(a, s.network.Subnet) {
+				addr = a
 			}
 		}
-		return testenv.Unmet(addr != "", fmt.Sprintf("status.addresses %v", addrs))
+		return testenv.Unmet(addr != "", fmt.Sprintf("status.addresses %v", got))
 	})
 	t.Logf("the Machine's address %s %s after it was scaled up", addr, time.Since(start).Round(time.Second))
 
+	// The provider reports the network's lease until the guest agent answers, then the agent's
+	// addresses (guestAddresses, internal/provider/libvirt/machine_converge.go): the same address,
+	// once the agent is up.
 	ref, _, _ := unstructured.NestedString(m.Object, "spec", "infrastructureRef", "name")
 	var lm infrav1.LibvirtMachine
-	if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: ref}, &lm); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(lm.Status.Addresses, banlieuev1.MachineAddress{Type: banlieuev1.MachineInternalIP, Address: addr}) ||
-		lm.Status.AddressSource != infrav1.AddressFromGuestAgent {
-		t.Errorf("LibvirtMachine %s addresses %+v from %q, want %s from the guest agent", lm.Name, lm.Status.Addresses, lm.Status.AddressSource, addr)
+	testenv.Eventually(t, cloudBootTimeout, "LibvirtMachine "+ref+": status.addresses holds "+addr+" from the guest agent", func() error {
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: ref}, &lm); err != nil {
+			return err
+		}
+		return testenv.Unmet(slices.Contains(lm.Status.Addresses, banlieuev1.MachineAddress{Type: banlieuev1.MachineInternalIP, Address: addr}) &&
+			lm.Status.AddressSource == infrav1.AddressFromGuestAgent, fmt.Sprintf("addresses %+v from %q", lm.Status.Addresses, lm.Status.AddressSource))
+	})
+	t.Logf("the LibvirtMachine's address from the guest agent %s after the scale-up", time.Since(start).Round(time.Second))
+	if got := s.machineAddresses(ctx, t, m); !slices.Contains(got, addr) {
+		t.Errorf("Machine %s status.addresses %v no longer holds %s", m.GetName(), got, addr)
 	}
 	mac := s.mac(ctx, t, lm.Spec.DomainName)
 	if !slices.Contains(labhost.Leases(t, s.lab, s.network.Name), labhost.Lease{MAC: mac, Address: addr, Prefix: 24}) {
@@ -81,6 +83,25 @@ func TestMachineAddressesOnLab(t *testing.T) {
 	}
 
 	s.deleteCluster(ctx, t, w.cluster, before)
+}
+
+// machineAddresses are the InternalIP addresses of the Machine's status.addresses, as Cluster
+// API copied them from its LibvirtMachine.
+func (s *labSuite) machineAddresses(ctx context.Context, t *testing.T, m *unstructured.Unstructured) []string {
+	t.Helper()
+	got, err := s.get(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, _, _ := unstructured.NestedSlice(got.Object, "status", "addresses")
+	var out []string
+	for _, a := range addrs {
+		a, _ := a.(map[string]any)
+		if ip, _ := a["address"].(string); a["type"] == string(banlieuev1.MachineInternalIP) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // mac is the MAC libvirt gave the domain's one NIC, on the suite's network, from its live XML.
