@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Cluster API's end-to-end suite (test/capi, build tag capi), as CI runs it: Cluster API's core
 # manager built from the Go module proxy (hack/capi-assets.sh, cached), kube-controller-manager
-# (hack/node-assets.sh, for RBAC aggregation), the envtest binaries, the libvirt lab host and the
-# test guest, then `go test -tags capi`. Run as root.
+# (hack/node-assets.sh, for RBAC aggregation), the envtest binaries, the libvirt lab host, the
+# test guest and the cloud guest (hack/cloud-guest.sh), then `go test -tags capi`. Run as root.
 #
 #   hack/capi-test.sh            GO_TEST_FLAGS: extra go test flags (e.g. "-run TestManager -v")
 #
@@ -19,6 +19,7 @@ hack/node-assets.sh | tail -1 # kube-controller-manager, for RBAC aggregation
 KUBEBUILDER_ASSETS="$(hack/envtest-assets.sh | tail -1)"
 export KUBEBUILDER_ASSETS
 hack/test-guest-image.sh | tail -1
+hack/cloud-guest.sh | tail -1 # the cloud guest of the addresses case (cached)
 
 libvirt_lab="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
 lab_was_running=0

@@ -44,9 +44,29 @@ type labSuite struct {
 	ns       string
 	pool     string
 	provider string
+	guest    labGuest
+	network  labhost.NATNetwork // the guest's, behind network class "nat"; zero without one
 }
 
-func newLabSuite(t *testing.T) (context.Context, *labSuite) {
+// labGuest is the image a lab case boots: the hack/ script that builds it (or finds it cached)
+// and prints its directory, its file there, and whether it needs a network.
+type labGuest struct {
+	name, script, file string
+	nat                bool // a libvirt NAT network on the lab, its addresses by DHCP
+}
+
+var (
+	// tinyGuest is the test guest (hack/test-guest-image.sh): BIOS, no network, no agent.
+	tinyGuest = labGuest{name: "tiny", script: "test-guest-image.sh", file: "guest.raw"}
+	// cloudGuest is the Debian cloud guest of test/e2e/cloudguest (hack/cloud-guest.sh): UEFI,
+	// cloud-init, the guest agent, DHCP on its NIC.
+	cloudGuest = labGuest{name: "debian-12-cloud", script: "cloud-guest.sh", file: "cloud.raw", nat: true}
+)
+
+// volume is the guest's image volume in the suite's pool.
+func (s *labSuite) volume() string { return s.guest.name + "-" + s.run + ".raw" }
+
+func newLabSuite(t *testing.T, guest labGuest) (context.Context, *labSuite) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("defines domains on the lab host")
@@ -55,10 +75,20 @@ func newLabSuite(t *testing.T) (context.Context, *labSuite) {
 	if _, err := exec.LookPath("isoinfo"); err != nil {
 		testenv.MissingPrerequisite(t, "isoinfo missing (genisoimage)")
 	}
-	guestDir := assets(t, "test-guest-image.sh")
+	guestDir := assets(t, guest.script)
 	ctx, s := newSuite(t)
-	ls := &labSuite{suite: s, lab: lab, host: labhost.Dial(t, lab), run: testenv.RunID(), provider: "lab-host"}
+	ls := &labSuite{suite: s, lab: lab, host: labhost.Dial(t, lab), run: testenv.RunID(), provider: "lab-host", guest: guest}
 	ls.ns, ls.pool = "capi-"+ls.run, "capi-"+ls.run
+	caps := banlieuev1.ProviderCapabilities{
+		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": ls.pool}}},
+	}
+	if guest.nat {
+		// Its own /24, next to test/e2e/cloudguest's; before the Provider, which must find it,
+		// and removed after the domains on it (their cleanup runs first).
+		ls.network = labhost.NATNetwork{Name: "capi-" + ls.run, Bridge: "capinat" + ls.run, Subnet: "198.18.65."}
+		labhost.StartNATNetwork(t, lab, ls.network)
+		caps.NetworkClasses = []banlieuev1.NetworkClassMapping{{Name: "nat", Target: map[string]string{"network": ls.network.Name}}}
+	}
 
 	// banlieue-controller and banlieue-provider-libvirt, in one manager as test/e2e/vm runs them.
 	mgr := s.env.NewManager(t)
@@ -71,13 +101,11 @@ func newLabSuite(t *testing.T) (context.Context, *labSuite) {
 	testenv.StartManager(t, mgr)
 
 	labhost.CreatePool(ctx, t, ls.host, lab, ls.pool)
-	labhost.UploadRaw(ctx, t, ls.host, ls.pool, "tiny-"+ls.run+".raw", filepath.Join(guestDir, "guest.raw"))
+	labhost.UploadRaw(ctx, t, ls.host, ls.pool, ls.volume(), filepath.Join(guestDir, guest.file))
 	// Whatever a failed run left defined under this run's namespace goes before the pool.
 	t.Cleanup(func() { labhost.RemoveDomains(context.Background(), ls.host, ls.ns+"-") })
 	s.env.CreateLabNamespace(ctx, t, lab, ls.ns, "libvirt-creds", "libvirt-ca")
-	p := lab.Provider(ls.ns, ls.provider, "libvirt-creds", "libvirt-ca", banlieuev1.ProviderCapabilities{
-		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": ls.pool}}},
-	})
+	p := lab.Provider(ls.ns, ls.provider, "libvirt-creds", "libvirt-ca", caps)
 	s.env.Create(ctx, t, p)
 	testenv.Eventually(t, 150*time.Second, "Provider Ready", func() error {
 		var got banlieuev1.Provider
@@ -90,15 +118,15 @@ func newLabSuite(t *testing.T) (context.Context, *labSuite) {
 	return ctx, ls
 }
 
-// bootVolume makes the tiny guest an image the Provider serves (a BackingFile VMImage, as
+// bootVolume makes the guest an image the Provider serves (a BackingFile VMImage, as
 // test/e2e/vm declares it) and returns the volume its row resolved to: the only boot volumes the
 // provider accepts are those a VMImage resolved for the Provider.
 func (s *labSuite) bootVolume(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	img := &banlieuev1.VMImage{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny-" + s.run},
-		Spec: banlieuev1.VMImageSpec{OSFamily: "linux", OSDistribution: "tiny", OSVersion: "1", Architecture: "amd64",
-			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: "/images/tiny-" + s.run + ".raw"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: s.guest.name + "-" + s.run},
+		Spec: banlieuev1.VMImageSpec{OSFamily: "linux", OSDistribution: s.guest.name, OSVersion: "1", Architecture: "amd64",
+			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: "/images/" + s.volume()}}},
 	}
 	s.env.Create(ctx, t, img)
 	var ref string
@@ -149,7 +177,7 @@ func (s *labSuite) inventory(ctx context.Context, t *testing.T) []string {
 // the Machines report what Cluster API reads from them; scaling down and deleting the Cluster
 // leave the host as it was.
 func TestMachineDeploymentOnLab(t *testing.T) {
-	ctx, s := newLabSuite(t)
+	ctx, s := newLabSuite(t, tinyGuest)
 	bootVol := s.bootVolume(ctx, t)
 	before := s.inventory(ctx, t)
 
@@ -196,7 +224,14 @@ func TestMachineDeploymentOnLab(t *testing.T) {
 		t.Errorf("the Machine kept, %s, is not one of the three", got)
 	}
 
-	start = time.Now()
+	s.deleteCluster(ctx, t, cluster, before)
+}
+
+// deleteCluster deletes the Cluster and waits until it, its Machines and their LibvirtMachines
+// are gone and the host's inventory is before again.
+func (s *labSuite) deleteCluster(ctx context.Context, t *testing.T, cluster *unstructured.Unstructured, before []string) {
+	t.Helper()
+	start := time.Now()
 	if err := s.env.Client.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +270,7 @@ func newWorkload(ns, provider, pool, bootVol string) *workload {
 		},
 	}
 	template := &infrav1.LibvirtMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
 		Spec: infrav1.LibvirtMachineTemplateSpec{Template: infrav1.LibvirtMachineTemplateResource{Spec: infrav1.LibvirtMachineSpec{
 			ProviderRef: infrav1.ProviderReference{Name: provider},
 			Pool:        pool,

@@ -19,6 +19,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -228,27 +229,18 @@ func TestCloudGuestDHCPOnLab(t *testing.T) {
 	var addr, mac string
 	for _, i := range s.interfaces(ctx, t, s.domain(ctx, t, vm)) {
 		for _, a := range i.IPs {
-			if a.Type == "ipv4" && strings.HasPrefix(a.Address, natSubnet) && a.Prefix == 24 {
+			if a.Type == "ipv4" && strings.HasPrefix(a.Address, s.network.Subnet) && a.Prefix == 24 {
 				addr, mac = a.Address, i.MAC
 			}
 		}
 	}
 	if addr == "" {
-		t.Fatalf("the guest has no address in %s0/24", natSubnet)
+		t.Fatalf("the guest has no address in %s0/24", s.network.Subnet)
 	}
-	out, err := virsh(s.lab, "net-dhcp-leases", s.network)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leased := false
-	for _, line := range strings.Split(out, "\n") {
-		// Expiry date and time, MAC, protocol, address/prefix, hostname, client id.
-		if f := strings.Fields(line); len(f) >= 5 && strings.EqualFold(f[2], mac) && f[4] == addr+"/24" {
-			leased = true
-		}
-	}
-	if !leased {
-		t.Errorf("network %s leases no %s to %s:\n%s", s.network, addr, mac, out)
+	if !slices.ContainsFunc(labhost.Leases(t, s.lab, s.network.Name), func(l labhost.Lease) bool {
+		return l.MAC == strings.ToLower(mac) && l.Address == addr && l.Prefix == 24
+	}) {
+		t.Errorf("network %s leases no %s/24 to %s", s.network.Name, addr, mac)
 	}
 	s.waitAgentAddress(ctx, t, vm, addr)
 }

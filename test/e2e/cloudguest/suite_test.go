@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -40,9 +39,9 @@ type suite struct {
 
 	ns      string // Kubernetes namespace; domain names are <ns>-<vm>
 	pool    string
-	diskVol string // the cloud guest's raw disk
-	bridge  string // the isolated host bridge behind network class "isolated"
-	network string // the libvirt NAT network behind network class "nat"
+	diskVol string             // the cloud guest's raw disk
+	bridge  string             // the isolated host bridge behind network class "isolated"
+	network labhost.NATNetwork // behind network class "nat"
 }
 
 func newSuite(t *testing.T) (context.Context, *suite) {
@@ -62,10 +61,10 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 	s.pool = "e2e-cloudguest-" + run
 	s.diskVol = "debian-12-cloud-" + run + ".raw"
 	s.bridge = "cgbr" + run
-	s.network = "e2e-cloudguest-" + run
+	s.network = labhost.NATNetwork{Name: "e2e-cloudguest-" + run, Bridge: "cgnat" + run, Subnet: "198.18.64."}
 	isolatedBridge(t, s.bridge)
 	// Before the Provider, which must find it, and removed after the domains on it.
-	natNetwork(t, lab, s.network, "cgnat"+run)
+	labhost.StartNATNetwork(t, lab, s.network)
 	labhost.CreatePool(ctx, t, s.host, lab, s.pool)
 	labhost.UploadRaw(ctx, t, s.host, s.pool, s.diskVol, filepath.Join(imageDir, "cloud.raw"))
 
@@ -87,7 +86,7 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": s.pool}}},
 		NetworkClasses: []banlieuev1.NetworkClassMapping{
 			{Name: "isolated", Target: map[string]string{"bridge": s.bridge}},
-			{Name: "nat", Target: map[string]string{"network": s.network}},
+			{Name: "nat", Target: map[string]string{"network": s.network.Name}},
 		},
 	}
 	env.Create(ctx, t, lab.Provider(s.ns, "libvirt-edge-host-7", "libvirt-edge-creds", "libvirt-edge-ca", caps))
@@ -125,48 +124,6 @@ func isolatedBridge(t *testing.T, name string) {
 	if err := ip("link", "set", name, "up"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// natSubnet is the NAT network's /24 (198.18.0.0/15 is reserved for benchmarking, RFC 2544, so
-// it is nobody's real network), its dnsmasq leasing from .100 to .199.
-const (
-	natSubnet  = "198.18.64."
-	natGateway = natSubnet + "1"
-)
-
-// natNetwork starts a transient libvirt network with NAT and DHCP on the lab libvirtd (in the
-// lab's namespaces: libvirtd makes the bridge, runs its dnsmasq and adds its NAT rules), and
-// destroys it when t ends: a transient network leaves no definition behind. virsh starts it
-// because banlieue never starts networks (pkg/libvirt has no such call outside its tests).
-func natNetwork(t *testing.T, lab testenv.LibvirtLab, name, bridge string) {
-	t.Helper()
-	xml := fmt.Sprintf(`<network><name>%s</name><forward mode='nat'/><bridge name='%s' stp='off'/>`+
-		`<ip address='%s' netmask='255.255.255.0'><dhcp><range start='%s100' end='%s199'/></dhcp></ip></network>`,
-		name, bridge, natGateway, natSubnet, natSubnet)
-	file := filepath.Join(t.TempDir(), "network.xml")
-	if err := os.WriteFile(file, []byte(xml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := virsh(lab, "net-create", file); err != nil {
-		testenv.MissingPrerequisite(t, "starting a libvirt NAT network on the lab (virsh, dnsmasq): "+err.Error())
-	}
-	t.Cleanup(func() {
-		if _, err := virsh(lab, "net-destroy", name); err != nil {
-			t.Error(err)
-		}
-	})
-}
-
-// virsh runs virsh against the lab libvirtd with the lab's client certificate, under a deadline.
-func virsh(lab testenv.LibvirtLab, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args = append([]string{"--connect", lab.Endpoint + "?pkipath=" + lab.PKI}, args...)
-	out, err := exec.CommandContext(ctx, "virsh", args...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("virsh %s: %v: %s", strings.Join(args[2:], " "), err, out)
-	}
-	return string(out), nil
 }
 
 // cloudGuest builds (or finds in its cache) the image and returns its directory. A cold build
