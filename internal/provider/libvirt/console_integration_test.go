@@ -69,7 +69,9 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	s.createImage(ctx, t, s.pool, s.bootName)
 
 	start := time.Now()
-	m := s.machine(testNamespace, "serial-01")
+	// Named per run: a run killed before its cleanup leaves its domain behind, which the next
+	// run must not collide with (DomainNameConflict).
+	m := s.machine(testNamespace, fmt.Sprintf("serial-%d", time.Now().UnixNano()%1e6))
 	m.Spec.MemoryMiB = 256
 	env.Create(ctx, t, m)
 	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 2*time.Minute, machineReady)
