@@ -104,9 +104,16 @@ func (r *MachineReconciler) clusterAPI(ctx context.Context, m *infrav1.LibvirtMa
 		// Unpausing changes no generation the machine's watch passes: it is looked at again.
 		return nil, ctrl.Result{RequeueAfter: app.RequeueDefault}, true, nil
 	}
-	// Every status write of this pass starts from m.Status, and carries this.
+	pass = &capiPass{machine: machine}
+	pass.notPaused(m)
+	return pass, ctrl.Result{}, false, nil
+}
+
+// notPaused records in m.Status that the pass goes on: every status write of the pass starts
+// from m.Status and carries it. A write that reads the stored status back into m (the identity's
+// patch) must call it again.
+func (c *capiPass) notPaused(m *infrav1.LibvirtMachine) {
 	setMachineCondition(&m.Status, m, infrav1.ConditionPaused, metav1.ConditionFalse, infrav1.ReasonNotPaused, "neither the LibvirtMachine nor its Cluster is paused")
-	return &capiPass{machine: machine}, ctrl.Result{}, false, nil
 }
 
 // setDomainName names the domain of a machine Cluster API made from a template after the

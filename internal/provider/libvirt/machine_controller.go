@@ -202,8 +202,12 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 	if err := r.claimIdentity(ctx, m, p.Name); err != nil {
 		return ctrl.Result{}, err
 	}
-	// The identity's patch read the stored status back into m: accepted all the same.
+	// The identity's patch read the stored status back into m: accepted all the same, and for a
+	// Cluster API machine not paused.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
+	if owned != nil {
+		owned.notPaused(m)
+	}
 
 	userData, err := machineUserData(ctx, r.APIReader, m)
 	if owned != nil {
