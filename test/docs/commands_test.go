@@ -676,13 +676,18 @@ func (c *crd) checkJSONPath(tmpl string) []string {
 	}
 	var best []string
 	for i, schema := range c.schemas {
-		// The root is the object itself (get NAME) or a List of them (get without a name).
-		root := map[string]any{"type": "object", "properties": map[string]any{}}
-		for k, v := range schema["properties"].(map[string]any) {
-			root["properties"].(map[string]any)[k] = v
+		// The root is the object itself (get NAME) or a List of them (get without a name); the
+		// CRD schema leaves metadata open (ObjectMeta), in the object and in each item.
+		withMeta := func() map[string]any {
+			o := map[string]any{"type": "object", "properties": map[string]any{}}
+			for k, v := range schema["properties"].(map[string]any) {
+				o["properties"].(map[string]any)[k] = v
+			}
+			o["properties"].(map[string]any)["metadata"] = anySchema
+			return o
 		}
-		root["properties"].(map[string]any)["items"] = map[string]any{"type": "array", "items": schema}
-		root["properties"].(map[string]any)["metadata"] = anySchema
+		root := withMeta()
+		root["properties"].(map[string]any)["items"] = map[string]any{"type": "array", "items": withMeta()}
 		errs := walkTemplate(p.Root, root)
 		if i == 0 || len(errs) < len(best) {
 			best = errs
@@ -816,6 +821,7 @@ func TestDocCommandCheckerCatchesRenames(t *testing.T) {
 		`kubectl -n ns get virtualmachine web-01 -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}'`,
 		`kubectl get bvm -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}'`,
 		`kubectl get blvm,bvm x -o jsonpath='{.metadata.name} {.spec}'`,
+		`kubectl get bvm -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.status.phase}{"\n"}{end}'`,
 		`kubectl explain virtualmachine.spec.classRef`,
 		`kubectl get pods -o jsonpath='{.status.whatever}'`, // not ours: not checked
 	}
