@@ -26,7 +26,8 @@
 # (a restart). busybox acpid answers the ACPI power button with `poweroff -f` (the guest shuts
 # down the way a graceful shutdown asks, banlieue's powerOffMode Soft and TrySoft), unless the
 # seed's user-data holds the word banlieue-ignore-acpi: then no acpid runs and the button does
-# nothing, a guest for TrySoft's timeout.
+# nothing, a guest for TrySoft's timeout. After the first report a busybox shell (prompt
+# `guest# `) reads the serial console, so a console session can run a command in the guest.
 # It writes `installed` to /run/banlieue/phase (banlieue's guest-side contract, ADR-0043) and
 # runs Debian's qemu-ga on the virtio-serial port org.qemu.guest_agent.0 (the binary plus the
 # shared libraries ldd names, copied from this Debian host).
@@ -189,9 +190,14 @@ if [ "\$port" != absent ]; then
 	/bin/qemu-ga -m virtio-serial -p "\$port" -t /run -d || port="failed:\$port"
 fi
 { cat \$r.tmp; echo "BANLIEUE-AGENT \$port"; echo "BANLIEUE-ACPI \$acpi"; echo BANLIEUE-GUEST-END; } >\$r
+cat \$r
+# A shell reads the serial console, so a console session can run a command and read its output
+# (banlieue console, ADR-0140). Started after the first report, so its banner and prompt fall
+# between two reports, never inside one; the report goes on beside it.
+PS1='guest# ' sh -i </dev/ttyS0 >/dev/ttyS0 2>&1 &
 while true; do
-	cat \$r
 	sleep 2
+	cat \$r
 done
 EOF_INIT
 chmod 0755 "$initrd/init"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -91,18 +92,28 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 func (e *Env) KubeconfigAs(t testing.TB, user string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := e.writeKubeconfig(path, user); err != nil {
+	if err := writeKubeconfig(e.Config, path, user); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// KubeconfigOf writes cfg, a user's REST config of this API server (CertUser), as a kubeconfig
+// file: a command a user runs (banlieue console) reads it as it reads the user's own.
+func KubeconfigOf(t testing.TB, cfg *rest.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(cfg, path, ""); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
 // WriteKubeconfig writes Config as a kubeconfig file at path, readable by its owner only.
-func (e *Env) WriteKubeconfig(path string) error { return e.writeKubeconfig(path, "") }
+func (e *Env) WriteKubeconfig(path string) error { return writeKubeconfig(e.Config, path, "") }
 
-// writeKubeconfig is WriteKubeconfig impersonating user, unless user is empty.
-func (e *Env) writeKubeconfig(path, user string) error {
-	cfg := e.Config
+// writeKubeconfig writes cfg as a kubeconfig file at path, impersonating user unless it is empty.
+func writeKubeconfig(cfg *rest.Config, path, user string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{

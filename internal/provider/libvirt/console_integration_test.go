@@ -135,6 +135,56 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("the CLI: banlieue console runs a command in the guest as that user", func(t *testing.T) {
+		// The binary as a user runs it, with a kubeconfig holding only alice's certificate; the
+		// guest's shell on its serial console runs the command, so its output (42, not the
+		// typed $((6*7))) proves the keys reached the guest and its answer came back.
+		cmd := exec.CommandContext(ctx, testenv.Banlieue(t), "console", vm.Name, "-n", vm.Namespace,
+			"--kubeconfig", testenv.KubeconfigOf(t, alice))
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out testenv.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		nonce := time.Now().UnixNano()
+		want := fmt.Sprintf("banlieue-cli-42-%d", nonce)
+		var typed time.Time
+		testenv.Eventually(t, 30*time.Second, "the command's output on the CLI's stdout", func() error {
+			// Typed again every 2 s until answered: keys typed before the session is attached
+			// are lost.
+			if time.Since(typed) > 2*time.Second {
+				if _, err := fmt.Fprintf(stdin, "echo banlieue-cli-$((6*7))-%d\r", nonce); err != nil {
+					return err
+				}
+				typed = time.Now()
+			}
+			if !strings.Contains(string(out.Bytes()), want) {
+				return fmt.Errorf("not in the output yet (%d bytes)", len(out.Bytes()))
+			}
+			return nil
+		})
+		if _, err := stdin.Write([]byte{console.EscapeByte}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("banlieue console: %v\n%s", err, out.Bytes())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the escape byte did not end banlieue console\n%s", out.Bytes())
+		}
+		if !strings.Contains(string(out.Bytes()), "Connected to "+vm.Namespace+"/"+vm.Name) {
+			t.Errorf("no connection banner:\n%s", out.Bytes())
+		}
+	})
+
 	t.Run("a user without the console permission is refused 403", func(t *testing.T) {
 		_, err := console.Dial(ctx, bob, vm, false)
 		var se *console.StatusError
