@@ -109,12 +109,20 @@ func TestLabConsoleRoundTrip(t *testing.T) {
 	if err := forced.Close(); err != nil {
 		t.Fatalf("closing the forced session: %v", err)
 	}
-	// Both sessions are gone on libvirtd's side: a new one opens without forcing.
-	again, err := c.OpenConsole(ctx, dom, "", 0)
-	if err != nil {
-		t.Fatalf("console after both sessions closed: %v", err)
+	// Both sessions are gone on libvirtd's side: a new one opens without forcing. libvirtd frees
+	// the console once it has handled the closed stream, which may come a moment after Close.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		again, err := c.OpenConsole(ctx, dom, "", 0)
+		if err == nil {
+			_ = again.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("console after both sessions closed: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	_ = again.Close()
 }
 
 // consoleReader reads a console in the background so a test waits for text with a deadline.
