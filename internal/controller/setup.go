@@ -26,10 +26,11 @@ const (
 	classRefIndex = "spec.classRef.name"
 )
 
-// DefaultWorkers is the controller role's --workers (docs/operations.md, "Common flags"): its
-// passes are API reads and writes only, and with one worker VMs created together queue behind
-// each other.
-const DefaultWorkers = 4
+// DefaultWorkers is the controller role's --workers (docs/operations.md, "Common flags"). One:
+// the scheduler reads the placements of a namespace's other VMs from the cache, and two VMs
+// placed at once could both miss a required anti-affinity rule (ADR-0132). Its passes are API
+// work only, so VMs created together queue behind milliseconds, not behind a host.
+const DefaultWorkers = 1
 
 // Options configure the controller role.
 type Options struct {
