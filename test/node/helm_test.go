@@ -79,11 +79,20 @@ func installChart(t *testing.T, n node, extra ...string) helmRelease {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Logf("helm uninstall: %v\n%s", err, out)
 		}
-		// helm's --create-namespace leaves the namespace behind; the test's own goes with it.
+		// helm's --create-namespace leaves the namespace behind; the test's own goes with it, and
+		// is gone before the next test installs: a namespace still terminating would pass that
+		// install's --create-namespace and then refuse its objects ("namespaces not found").
 		if createdNamespace {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			_ = n.cs.CoreV1().Namespaces().Delete(ctx, systemNS, metav1.DeleteOptions{})
+			testenv.Eventually(t, 2*time.Minute, "namespace "+systemNS+" gone", func() error {
+				_, err := n.cs.CoreV1().Namespaces().Get(ctx, systemNS, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return fmt.Errorf("still there (%v)", err)
+			})
 		}
 	})
 	if strings.Contains(out, "--reuse-values") {
