@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"banlieue.io/banlieue/internal/app"
-	"banlieue.io/banlieue/internal/console"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/operator"
@@ -100,7 +99,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
 		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
-	f.IntVar(&po.consolePort, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", console.ProviderPort),
+	f.IntVar(&po.consolePort, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", 0),
 		"port of the console endpoint the console relay calls (ADR-0140); 0 turns it off (env BANLIEUE_CONSOLE_PORT)")
 	f.StringVar(&po.consoleRelay, "console-relay", envOr("BANLIEUE_CONSOLE_RELAY", "system:serviceaccount:banlieue-system:banlieue-controller"),
 		"the only user whose console tokens the endpoint accepts: the controller's ServiceAccount (env BANLIEUE_CONSOLE_RELAY)")

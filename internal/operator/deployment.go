@@ -2,6 +2,7 @@ package operator
 
 import (
 	"cmp"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -102,6 +103,7 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		"--import-image", imageRef(class.Spec.Image),
 		"--import-service-account", importName(name),
 		// The console relay is the controller, in the operator's namespace (ADR-0140).
+		"--console-port", strconv.Itoa(console.ProviderPort),
 		"--console-relay", "system:serviceaccount:" + cmp.Or(opts.Namespace, DefaultNamespace) + ":" + controllerServiceAccount,
 	}
 	for _, t := range opts.BuildTolerations {

@@ -46,7 +46,7 @@ func TestDeploymentPod(t *testing.T) {
 	wantArgs := []string{"provider", "libvirt", "--provider-name", "libvirt-edge-host-7", "--namespace", "banlieue-system",
 		"--leader-election-id", wl, "--leader-election-namespace", "banlieue-system",
 		"--import-image", "registry.example/banlieue:v0.1.0", "--import-service-account", wl + "-import",
-		"--console-relay", "system:serviceaccount:banlieue-system:banlieue-controller",
+		"--console-port", "8443", "--console-relay", "system:serviceaccount:banlieue-system:banlieue-controller",
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
 		// Import Jobs pull as the provider pod does (ADR-0126).
 		"--import-image-pull-policy", "IfNotPresent",
@@ -115,7 +115,7 @@ func TestDeploymentClassOptions(t *testing.T) {
 		"--leader-election-id", "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3", "--leader-election-namespace", "providers",
 		"--import-image", "registry.example/banlieue:v0.1.0",
 		"--import-service-account", "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3-import",
-		"--console-relay", "system:serviceaccount:banlieue-system:banlieue-controller", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute",
+		"--console-port", "8443", "--console-relay", "system:serviceaccount:banlieue-system:banlieue-controller", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute",
 		"--import-deadline", "45m0s", "--import-cpu-request", "0", "--import-cpu-limit", "0", "--import-memory-request", "0", "--import-memory-limit", "1Gi",
 		"--import-image-pull-secret", "regcred"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {

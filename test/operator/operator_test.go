@@ -235,7 +235,7 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 	wantArgs := []string{"provider", "libvirt", "--provider-name", provider, "--namespace", systemNs,
 		"--leader-election-id", workload, "--leader-election-namespace", systemNs,
 		"--import-image", "registry.example/banlieue:v0.1.0", "--import-service-account", workload + "-import",
-		"--console-relay", "system:serviceaccount:" + systemNs + ":banlieue-controller",
+		"--console-port", "8443", "--console-relay", "system:serviceaccount:" + systemNs + ":banlieue-controller",
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
 		"--import-image-pull-policy", "IfNotPresent", "--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(ctr.Args, wantArgs) {
