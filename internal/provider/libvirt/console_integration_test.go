@@ -71,7 +71,7 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	start := time.Now()
 	// Named per run: a run killed before its cleanup leaves its domain behind, which the next
 	// run must not collide with (DomainNameConflict).
-	m := s.machine(testNamespace, fmt.Sprintf("serial-%d", time.Now().UnixNano()%1e6))
+	m := s.machine(testNamespace, "serial-"+testenv.RunID())
 	m.Spec.MemoryMiB = 256
 	env.Create(ctx, t, m)
 	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 2*time.Minute, machineReady)

@@ -125,7 +125,7 @@ func machineHas(m *infrav1.LibvirtMachine, typ string, status metav1.ConditionSt
 func (s *capiSuite) testLifecycle(ctx context.Context, t *testing.T) {
 	// Named per run: a run killed before its cleanup leaves its domain behind, which the next
 	// run must not collide with (DomainNameConflict).
-	name := fmt.Sprintf("c1-md-0-%d", time.Now().UnixNano()%1e6)
+	name := "c1-md-0-" + testenv.RunID()
 	data := "#cloud-config\nruncmd: [kubeadm join --token abcdef.0123456789abcdef]\n"
 	s.create(ctx, t, bootstrapSecret(name+"-bootstrap", string(capi.SecretTypeBootstrap), data))
 	m := s.templateMachine(ctx, t, name, capiMachine(name, name+"-bootstrap", "lab"))
