@@ -26,6 +26,8 @@ const (
 	AnnotationPaused = "cluster.x-k8s.io/paused"
 	// LabelClusterName names the Cluster an object belongs to.
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+	// LabelControlPlane marks a control plane's machines.
+	LabelControlPlane = "cluster.x-k8s.io/control-plane"
 	// SecretTypeBootstrap is the type bootstrap providers give their data Secrets.
 	SecretTypeBootstrap corev1.SecretType = "cluster.x-k8s.io/secret"
 	// KeyBootstrapData holds the bootstrap data in that Secret; KeyBootstrapFormat its format.
@@ -114,6 +116,21 @@ func ClusterPaused(ctx context.Context, r client.Reader, ns, name string) (bool,
 	}
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
 	return paused, nil
+}
+
+// ClusterInfrastructure is the spec.infrastructureRef of the Cluster ns/name: its API group,
+// kind and name (empty while the Cluster names none).
+func ClusterInfrastructure(ctx context.Context, r client.Reader, ns, name string) (group, kind, infraName string, err error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(clusterGVK)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return "", "", "", fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err)
+	}
+	str := func(field string) string {
+		s, _, _ := unstructured.NestedString(u.Object, "spec", "infrastructureRef", field)
+		return s
+	}
+	return str("apiGroup"), str("kind"), str("name"), nil
 }
 
 // Paused reports whether o carries the paused annotation (any value, as Cluster API reads it).

@@ -98,7 +98,7 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 		ObjectMeta: machineMeta(vm),
 		Spec: infrav1.LibvirtMachineSpec{
 			FailureDomain:     d.FailureDomain.Name,
-			ProviderRef:       infrav1.ProviderReference{Name: d.Provider.Name, Namespace: d.Provider.Namespace},
+			ProviderRef:       &infrav1.ProviderReference{Name: d.Provider.Name, Namespace: d.Provider.Namespace},
 			Pool:              d.ResolvedStorage[0].BackendID,
 			DomainName:        vm.Namespace + "-" + vm.Name,
 			BootSource:        infrav1.BootSource{Kind: bootKind, Volume: volume},

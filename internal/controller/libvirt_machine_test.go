@@ -67,7 +67,7 @@ func TestBuildLibvirtMachineGuide(t *testing.T) {
 	}
 	want := infrav1.LibvirtMachineSpec{
 		FailureDomain:     "libvirt-edge-host-7",
-		ProviderRef:       infrav1.ProviderReference{Name: "libvirt-edge-host-7", Namespace: "banlieue-system"},
+		ProviderRef:       &infrav1.ProviderReference{Name: "libvirt-edge-host-7", Namespace: "banlieue-system"},
 		Pool:              "default",
 		DomainName:        "banlieue-system-web-01",
 		BootSource:        infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "ubuntu-2404.raw"},

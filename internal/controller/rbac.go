@@ -21,6 +21,10 @@ package controller
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get
+// A Cluster API machine without providerRef is placed in its Machine's failure domain
+// (capi_placement.go): its Machine read by name, its Scheduled condition written.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 //

@@ -116,6 +116,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := inUse.Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
+	if err := setupCAPIPlacement(mgr); err != nil {
+		return fmt.Errorf("setting up the Cluster API machine placement: %w", err)
+	}
 	if err := setupLibvirtClusters(mgr); err != nil {
 		return fmt.Errorf("creating libvirtcluster controller: %w", err)
 	}

@@ -101,7 +101,7 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 				vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == sharedProvName && vm.Status.Scheduled.ProviderNamespace == sharedNS
 		})
 		m := s.waitMachine(ctx, t, "team-a", "web-01")
-		if m.Spec.ProviderRef != (infrav1.ProviderReference{Name: sharedProvName, Namespace: sharedNS}) || m.Spec.DomainName != "team-a-web-01" ||
+		if m.Spec.ProviderRef == nil || *m.Spec.ProviderRef != (infrav1.ProviderReference{Name: sharedProvName, Namespace: sharedNS}) || m.Spec.DomainName != "team-a-web-01" ||
 			m.Spec.BootSource.Volume != "ubuntu-2404.raw" {
 			t.Errorf("LibvirtMachine spec = %+v", m.Spec)
 		}

@@ -17,7 +17,7 @@ func TestUserDataGrants(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}}}
 	machine := func(ns, name, providerNs, provider string, withUserData bool) infrav1.LibvirtMachine {
 		m := infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Namespace: providerNs, Name: provider}}}
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Namespace: providerNs, Name: provider}}}
 		if withUserData {
 			m.Spec.UserDataSecretRef = &banlieuev1.LocalObjectReference{Name: "whatever-the-spec-says"}
 		}

@@ -248,8 +248,9 @@ func (s *labSuite) deleteCluster(ctx context.Context, t *testing.T, cluster *uns
 }
 
 // workload is what a user (and, for the data Secret, a bootstrap provider) declares: a Cluster
-// "edge" with its LibvirtCluster on one Provider, a LibvirtMachineTemplate of that Provider and a
-// MachineDeployment "workers" of it, at replicas 0.
+// "edge" with its LibvirtCluster on one Provider, a LibvirtMachineTemplate without providerRef
+// and a MachineDeployment "workers" of it in that Provider's failure domain, at replicas 0: each
+// machine goes where its Machine's spec.failureDomain says (banlieue-controller places it).
 type workload struct {
 	libvirtCluster *infrav1.LibvirtCluster
 	template       *infrav1.LibvirtMachineTemplate
@@ -272,13 +273,12 @@ func newWorkload(ns, provider, pool, bootVol string) *workload {
 	template := &infrav1.LibvirtMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "workers", Namespace: ns},
 		Spec: infrav1.LibvirtMachineTemplateSpec{Template: infrav1.LibvirtMachineTemplateResource{Spec: infrav1.LibvirtMachineSpec{
-			ProviderRef: infrav1.ProviderReference{Name: provider},
-			Pool:        pool,
-			BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: bootVol},
-			VCPUs:       1,
-			MemoryMiB:   128,
-			Firmware:    banlieuev1.FirmwareBIOS,
-			Disks:       []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},
+			Pool:       pool,
+			BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: bootVol},
+			VCPUs:      1,
+			MemoryMiB:  128,
+			Firmware:   banlieuev1.FirmwareBIOS,
+			Disks:      []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},
 		}}},
 	}
 	// The test is the bootstrap provider: the data Secret as one writes it (type
@@ -385,6 +385,14 @@ func (s *labSuite) checkMachine(ctx context.Context, t *testing.T, m *unstructur
 		return o.Kind == "Machine" && o.Name == name && o.Controller != nil && *o.Controller
 	}) {
 		t.Errorf("LibvirtMachine %s is not controlled by Machine %s: %+v", ref, name, lm.OwnerReferences)
+	}
+	// The template names no Provider: banlieue-controller placed the machine in the Machine's
+	// failure domain.
+	if lm.Spec.ProviderRef == nil || lm.Spec.ProviderRef.Name != s.provider {
+		t.Errorf("LibvirtMachine %s providerRef %+v, want the Machine's failure domain %s", ref, lm.Spec.ProviderRef, s.provider)
+	}
+	if c := meta.FindStatusCondition(lm.Status.Conditions, banlieuev1.ConditionScheduled); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("LibvirtMachine %s Scheduled %+v, want True", ref, c)
 	}
 	providerID, _, _ := unstructured.NestedString(m.Object, "spec", "providerID")
 	dom, err := s.host.DomainLookupByName(ctx, lm.Spec.DomainName)

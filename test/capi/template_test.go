@@ -29,6 +29,9 @@ func TestMachineDeploymentClonesLibvirtMachineTemplate(t *testing.T) {
 	ns := "capi-" + testenv.RunID()
 	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	w := newWorkload(ns, "lab-host", "pool-a", "tiny.raw")
+	// This template names its Provider, the other shape a template has: cloned as it is (the
+	// lab cases use one without, placed in each Machine's failure domain).
+	w.template.Spec.Template.Spec.ProviderRef = &infrav1.ProviderReference{Name: "lab-host"}
 	w.create(ctx, t, s)
 
 	s.scale(ctx, t, w.md, 2)
@@ -54,7 +57,7 @@ func TestMachineDeploymentClonesLibvirtMachineTemplate(t *testing.T) {
 	})
 	for _, lm := range lms.Items {
 		if !reflect.DeepEqual(lm.Spec.Disks, w.template.Spec.Template.Spec.Disks) || lm.Spec.Pool != "pool-a" ||
-			lm.Spec.BootSource != w.template.Spec.Template.Spec.BootSource || lm.Spec.ProviderRef.Name != "lab-host" {
+			lm.Spec.BootSource != w.template.Spec.Template.Spec.BootSource || lm.Spec.ProviderRef == nil || lm.Spec.ProviderRef.Name != "lab-host" {
 			t.Errorf("LibvirtMachine %s spec %+v, want the template's %+v", lm.Name, lm.Spec, w.template.Spec.Template.Spec)
 		}
 		if lm.Spec.DomainName != "" || lm.Spec.ProviderID != "" {

@@ -22,7 +22,7 @@ func userDataMachine(ns, name, providerName, ref string) *infrav1.LibvirtMachine
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: infrav1.LibvirtMachineSpec{
-			ProviderRef: infrav1.ProviderReference{Name: providerName},
+			ProviderRef: &infrav1.ProviderReference{Name: providerName},
 			Pool:        "default", DomainName: ns + "-" + name,
 			BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "img.raw"},
 			VCPUs:      1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS,

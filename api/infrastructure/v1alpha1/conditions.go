@@ -94,6 +94,23 @@ const (
 	ReasonFailureDomainMismatch = "FailureDomainMismatch"
 )
 
+// LibvirtMachine Scheduled reasons (the condition type of api/v1alpha1): banlieue-controller
+// places a Cluster API machine made from a LibvirtMachineTemplate without providerRef in its
+// Machine's failure domain (docs/adr/0144-failure-domain-placement.md). Until it is placed, Ready
+// carries the same reason, so the Machine's InfrastructureReady shows it.
+const (
+	// ReasonFailureDomainUnknown: the owner Machine's spec.failureDomain is none of the failure
+	// domains of its Cluster's LibvirtCluster (status.failureDomains); the machine is not placed.
+	ReasonFailureDomainUnknown = "FailureDomainUnknown"
+	// ReasonNoFailureDomain: the owner Machine names no failure domain and its LibvirtCluster has
+	// none to choose from (for a control plane machine: none with controlPlane true), or the
+	// Cluster's infrastructure is not a LibvirtCluster; the machine is not placed.
+	ReasonNoFailureDomain = "NoFailureDomain"
+	// ReasonProviderRefUnset: spec.providerRef is unset on a machine that no Cluster API
+	// Machine owns, nor a MachineSet or control plane: nothing places it; set spec.providerRef.
+	ReasonProviderRefUnset = "ProviderRefUnset"
+)
+
 // LibvirtCluster Ready reasons.
 const (
 	// ReasonClusterProvisioned: spec.controlPlaneEndpoint is set and every Provider of

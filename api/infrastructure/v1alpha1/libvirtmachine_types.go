@@ -37,7 +37,11 @@ type ProviderReference struct {
 
 // ProviderKey is the namespace and name of the machine's Provider, the namespace defaulted to
 // the machine's own.
+// Unplaced (no providerRef yet), its name is empty and no Provider has it.
 func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
+	if m.Spec.ProviderRef == nil {
+		return types.NamespacedName{Namespace: m.Namespace}
+	}
 	ns := m.Spec.ProviderRef.Namespace
 	if ns == "" {
 		ns = m.Namespace
@@ -46,6 +50,7 @@ func (m *LibvirtMachine) ProviderKey() types.NamespacedName {
 }
 
 // LibvirtMachineSpec is one libvirt domain and its volumes.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerRef) || has(self.providerRef)",message="spec.providerRef cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(self.domainName) || self.disks.all(d, size(self.domainName) + size(d.name) + 7 <= 200)",message="domainName and disks[].name make a volume name <domainName>-<disk>.qcow2 longer than 200 characters"
 type LibvirtMachineSpec struct {
 	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider chooses the UUID and
@@ -58,9 +63,12 @@ type LibvirtMachineSpec struct {
 	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
 	// when that Provider's allowedNamespaces admits the machine's namespace. Immutable: what a
 	// machine's status records (its domain, volumes and accepted boot volume) was made on that
-	// Provider's host, and another Provider must never inherit it as its own.
+	// Provider's host, and another Provider must never inherit it as its own. Unset only on a
+	// machine Cluster API made from a LibvirtMachineTemplate without one: banlieue-controller
+	// sets it once, to the owner Machine's failure domain (docs/adr/0144-failure-domain-placement.md).
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerRef is immutable: delete the machine and create it on the other Provider"
-	ProviderRef ProviderReference `json:"providerRef"`
+	// +optional
+	ProviderRef *ProviderReference `json:"providerRef,omitempty"`
 	// pool is the storage pool holding every volume of the machine.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200

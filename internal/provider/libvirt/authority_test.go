@@ -51,7 +51,7 @@ func TestCheckAuthority(t *testing.T) {
 		m := &infrav1.LibvirtMachine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "web"},
 			Spec: infrav1.LibvirtMachineSpec{
-				ProviderRef: infrav1.ProviderReference{Name: "host-1"},
+				ProviderRef: &infrav1.ProviderReference{Name: "host-1"},
 				Pool:        "nvme",
 				DomainName:  "tenant-a-web",
 				BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: current},

@@ -13,7 +13,7 @@ import (
 
 func machineSpec(mut func(*infrav1.LibvirtMachineSpec)) *infrav1.LibvirtMachineSpec {
 	s := &infrav1.LibvirtMachineSpec{
-		ProviderRef: infrav1.ProviderReference{Name: "lab"},
+		ProviderRef: &infrav1.ProviderReference{Name: "lab"},
 		Pool:        "default",
 		DomainName:  "banlieue-system-web-01",
 		BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "ubuntu.raw"},

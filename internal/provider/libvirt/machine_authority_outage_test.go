@@ -73,7 +73,7 @@ func TestMachineAuthorityDuringOutage(t *testing.T) {
 		return &infrav1.LibvirtMachine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: infrav1.LibvirtMachineSpec{
-				ProviderRef: infrav1.ProviderReference{Name: p.Name}, Pool: pool, DomainName: ns + "-" + name,
+				ProviderRef: &infrav1.ProviderReference{Name: p.Name}, Pool: pool, DomainName: ns + "-" + name,
 				BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: volume},
 				VCPUs:      1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS,
 				Disks:             []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},

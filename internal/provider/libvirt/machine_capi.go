@@ -133,11 +133,12 @@ func (r *MachineReconciler) setDomainName(ctx context.Context, m *infrav1.Libvir
 }
 
 // check refuses a normal pass the Machine does not allow yet: a failure domain other than the
-// machine's Provider (a LibvirtMachine cannot move, its providerRef is immutable).
+// machine's Provider (a LibvirtMachine cannot move, its providerRef is immutable; a template
+// without providerRef lets banlieue-controller place it in the failure domain instead).
 func (c *capiPass) check(m *infrav1.LibvirtMachine) error {
 	if fd := c.machine.FailureDomain; fd != "" && fd != m.Spec.ProviderRef.Name {
 		return &CAPIError{Reason: infrav1.ReasonFailureDomainMismatch, Err: fmt.Errorf(
-			"owner Machine %s: spec.failureDomain is %q, but spec.providerRef.name is %q: the machine is placed only on its own Provider; give the MachineDeployment a LibvirtMachineTemplate of that Provider",
+			"owner Machine %s: spec.failureDomain is %q, but spec.providerRef.name is %q: the machine is placed only on its own Provider; give the MachineDeployment a LibvirtMachineTemplate of that Provider, or one without providerRef",
 			c.machine.Name, fd, m.Spec.ProviderRef.Name)}
 	}
 	return nil

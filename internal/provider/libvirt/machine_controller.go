@@ -87,10 +87,10 @@ func (r *MachineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // serves reports whether m is this process's: its providerRef names the Provider the process
 // was started for, namespace and name. A machine of another namespace naming a Provider of the
-// same name is someone else's.
+// same name is someone else's, and a machine not placed yet (no providerRef) is nobody's.
 func (r *MachineReconciler) serves(m *infrav1.LibvirtMachine) bool {
 	key := m.ProviderKey()
-	return (r.ProviderName == "" || key.Name == r.ProviderName) &&
+	return m.Spec.ProviderRef != nil && (r.ProviderName == "" || key.Name == r.ProviderName) &&
 		(r.ProviderNamespace == "" || key.Namespace == r.ProviderNamespace)
 }
 

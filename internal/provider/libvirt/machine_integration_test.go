@@ -131,7 +131,7 @@ func (s *machineSuite) machine(namespace, name string) *infrav1.LibvirtMachine {
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: infrav1.LibvirtMachineSpec{
-			ProviderRef: infrav1.ProviderReference{Name: "lab"},
+			ProviderRef: &infrav1.ProviderReference{Name: "lab"},
 			Pool:        s.pool,
 			DomainName:  namespace + "-" + name,
 			BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: s.bootName},

@@ -47,7 +47,7 @@ func TestNamespaceRefusal(t *testing.T) {
 func TestMachineReconcilerServes(t *testing.T) {
 	machine := func(ns, ref, refNs string) *infrav1.LibvirtMachine {
 		return &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"},
-			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: ref, Namespace: refNs}}}
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Name: ref, Namespace: refNs}}}
 	}
 	r := &MachineReconciler{ProviderName: "lab", ProviderNamespace: "banlieue-system"}
 	for _, tc := range []struct {
@@ -81,7 +81,7 @@ func TestOwnerRecordsASharedProvider(t *testing.T) {
 		{"banlieue-system", `providerNamespace="banlieue-system"`, "banlieue-system/lab"},
 	} {
 		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web-01", UID: "u-1"},
-			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: "lab", Namespace: tc.refNs}}}
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Name: "lab", Namespace: tc.refNs}}}
 		md, err := ownerOf(m).metadata()
 		if err != nil {
 			t.Fatal(err)

@@ -471,7 +471,7 @@ func (g *baseCollector) deleteVol(ctx context.Context, v libvirt.StorageVol) err
 // from: its deletion (after its teardown deleted its overlay) may free an old base.
 func (r *Reconciler) machineImages(ctx context.Context, o client.Object) []reconcile.Request {
 	m, ok := o.(*infrav1.LibvirtMachine)
-	if !ok || r.ProviderName != "" && m.Spec.ProviderRef.Name != r.ProviderName {
+	if !ok || r.ProviderName != "" && m.ProviderKey().Name != r.ProviderName {
 		return nil
 	}
 	var list banlieuev1.VMImageList

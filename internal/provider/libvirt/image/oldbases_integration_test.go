@@ -71,7 +71,7 @@ func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
 	machine := &infrav1.LibvirtMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "gc-vm", Namespace: providerNamespace},
 		Spec: infrav1.LibvirtMachineSpec{
-			ProviderRef: infrav1.ProviderReference{Name: "lab"},
+			ProviderRef: &infrav1.ProviderReference{Name: "lab"},
 			Pool:        pool.Name,
 			DomainName:  providerNamespace + "-gc-vm",
 			BootSource:  infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: v1},

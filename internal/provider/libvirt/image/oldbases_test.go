@@ -100,7 +100,7 @@ func TestDecideOldBases(t *testing.T) {
 func TestBootVolumes(t *testing.T) {
 	m := func(ns, provider, providerNs, pool, volume string) infrav1.LibvirtMachine {
 		return infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns},
-			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: provider, Namespace: providerNs},
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Name: provider, Namespace: providerNs},
 				Pool: pool, BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: volume}}}
 	}
 	// A shared Provider's machines are in other namespaces (team-a's below); a Provider of the

@@ -72,12 +72,15 @@ func TestProviderWritesAdmission(t *testing.T) {
 	env.Create(ctx, t, img)
 	machine := func(name, provider string) *infrav1.LibvirtMachine {
 		return &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: admSystemNs},
-			Spec: infrav1.LibvirtMachineSpec{ProviderRef: infrav1.ProviderReference{Name: provider}, Pool: "default",
+			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Name: provider}, Pool: "default",
 				DomainName: admSystemNs + "-" + name, BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "cirros.raw"},
 				VCPUs: 1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS, Disks: []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}}}}
 	}
 	vmA, vmB := machine("vm-a", "host-a"), machine("vm-b", "host-b")
-	env.Create(ctx, t, vmA, vmB)
+	// A machine not placed yet (a Cluster API template without providerRef): no Provider's.
+	unplaced := machine("vm-unplaced", "")
+	unplaced.Spec.ProviderRef = nil
+	env.Create(ctx, t, vmA, vmB, unplaced)
 
 	asA, asB, asUnknown := impersonate(t, env.Config, accountA), impersonate(t, env.Config, accountB), impersonate(t, env.Config, unknownAcct)
 	// Each provider applies its own row under its own field manager, as the Reconciler does.
@@ -134,6 +137,10 @@ func TestProviderWritesAdmission(t *testing.T) {
 			"may not change a VMImage's status.buildArtifact"},
 		{"A annotates B's LibvirtMachine", annotate(asA, vmB), "only the LibvirtMachines whose providerRef is its own Provider"},
 		{"A writes B's machine's status", statusPatch(asA, vmB.DeepCopy(), `{"status":{"observedGeneration":2}}`),
+			"only the LibvirtMachines whose providerRef is its own Provider"},
+		{"A annotates an unplaced LibvirtMachine", annotate(asA, unplaced), "only the LibvirtMachines whose providerRef is its own Provider"},
+		{"A places an unplaced LibvirtMachine on its own Provider", asA.Patch(ctx, unplaced.DeepCopy(),
+			client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"providerRef":{"name":"host-a"}}}`))),
 			"only the LibvirtMachines whose providerRef is its own Provider"},
 		{"an account the operator does not know", statusPatch(asUnknown, providerObj("host-a"), conditions),
 			"serves no Provider the operator knows"},

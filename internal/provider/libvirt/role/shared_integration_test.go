@@ -75,7 +75,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 		return &infrav1.LibvirtMachine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: infrav1.LibvirtMachineSpec{
-				ProviderRef: infrav1.ProviderReference{Name: "lab", Namespace: providerNs},
+				ProviderRef: &infrav1.ProviderReference{Name: "lab", Namespace: providerNs},
 				Pool:        "default", DomainName: ns + "-" + name,
 				BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: "ubuntu-2404.raw"},
 				VCPUs:      1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS,
