@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds Cluster API's core manager (sigs.k8s.io/cluster-api/core, the `manager` binary of its
-# release image) from the Go module proxy into a cache directory, with its CRDs next to it, and
-# prints that directory (last line). Nothing is downloaded as a prebuilt binary: only Go modules
+# release image) and clusterctl (sigs.k8s.io/cluster-api/cmd/clusterctl) from the Go module proxy
+# into a cache directory, with the manager's CRDs next to them, and prints that directory (last
+# line). Nothing is downloaded as a prebuilt binary: only Go modules
 # are reachable (hack/envtest-assets.sh builds kube-apiserver the same way). A cached build of the
 # pinned version is reused in well under a second.
 #
-# Layout (from the module's core/config, unchanged): <dir>/manager, <dir>/crd/*.yaml (crd/bases),
+# Layout (from the module's core/config, unchanged): <dir>/manager, <dir>/clusterctl, <dir>/crd/*.yaml (crd/bases),
 # <dir>/webhook/manifests.yaml, <dir>/rbac/{role,aggregated_role}.yaml.
 # Env:    BANLIEUE_CACHE (default ~/.cache/banlieue), CAPI_VERSION
 set -euo pipefail
@@ -15,13 +16,16 @@ cache="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}"
 out="$cache/capi/$CAPI_VERSION"
 mkdir -p "$out"
 
-# The binary's build information names the module (its "mod" line) and version the manager's
-# package comes from; the manifests are copied after the build, the RBAC last, so its presence
-# marks a complete run.
-have_pinned() {
-  [[ -x "$out/manager" && -s "$out/crd/cluster.x-k8s.io_machines.yaml" && -s "$out/rbac/aggregated_role.yaml" ]] &&
-    go version -m "$out/manager" 2>/dev/null |
+# Each binary's build information names the module (its "mod" line) and version its package
+# comes from; the manifests are copied after the builds, the RBAC last, so its presence marks a
+# complete run.
+built_pinned() {
+  [[ -x "$1" ]] && go version -m "$1" 2>/dev/null |
     grep -qE "^[[:space:]]+mod[[:space:]]+sigs\.k8s\.io/cluster-api[[:space:]]+${CAPI_VERSION//./\\.}([[:space:]]|$)"
+}
+have_pinned() {
+  [[ -s "$out/crd/cluster.x-k8s.io_machines.yaml" && -s "$out/rbac/aggregated_role.yaml" ]] &&
+    built_pinned "$out/manager" && built_pinned "$out/clusterctl"
 }
 
 if have_pinned; then
@@ -40,7 +44,7 @@ cd "$work"
 # not inherit: the wrapper requires the published api module of the same version instead.
 printf 'module banlieue.local/capi-manager\n\ngo 1.26.0\n\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' \
   "$CAPI_VERSION" "$CAPI_VERSION" >go.mod
-printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/cluster-api/core"\n' >tools.go
+printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n\t_ "sigs.k8s.io/cluster-api/core"\n)\n' >tools.go
 log "resolving sigs.k8s.io/cluster-api $CAPI_VERSION modules"
 go mod tidy >&2
 src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
@@ -55,6 +59,8 @@ ldflags="-s -w -X $pkg.gitVersion=$CAPI_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMi
 ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit=module-$CAPI_VERSION -X $pkg.buildDate=$release_time"
 log "building the core manager (a few minutes cold)"
 go build -trimpath -ldflags "$ldflags" -o "$out/manager" sigs.k8s.io/cluster-api/core >&2
+log "building clusterctl"
+go build -trimpath -ldflags "$ldflags" -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl >&2
 
 rm -rf "$out/crd" "$out/webhook" "$out/rbac"
 mkdir -p "$out/crd" "$out/webhook" "$out/rbac"
@@ -64,6 +70,6 @@ cp "$src"/core/config/rbac/role.yaml "$src"/core/config/rbac/aggregated_role.yam
 # The module cache is read-only; the copies need not be.
 chmod -R u+w "$out/crd" "$out/webhook" "$out/rbac"
 
-have_pinned || { log "the built manager does not report sigs.k8s.io/cluster-api $CAPI_VERSION"; exit 1; }
+have_pinned || { log "the built manager or clusterctl does not report sigs.k8s.io/cluster-api $CAPI_VERSION"; exit 1; }
 log "done in $((SECONDS - start))s"
 echo "$out"
