@@ -1,13 +1,16 @@
 // Command labsource serves a directory over https for the lab's VMImage of kind Url
 // (hack/lab.sh up): the guide's image flow needs a source that build pods reach, and an https
 // one whose CA the builder trusts only through the documented trust option
-// (imagebuilder.jobs.caBundleConfigMap, docs/guides/image-sources.md, "Transport").
+// (imagebuilder.jobs.caBundleConfigMap, docs/guides/image-sources.md, "Transport"). On the same
+// address it serves an OCI registry (/v2/, in memory): with --containerdisk FILE, FILE is pushed
+// there as the containerDisk containerdisks/<name>:1, an OCI source of the same trust.
 //
-//	go run ./hack/labsource --dir DIR --listen 10.244.0.1:18443 --pki PKI
+//	go run ./hack/labsource --dir DIR --listen 10.244.0.1:18443 --pki PKI [--containerdisk FILE]
 //
 // The first run writes a CA and a serving certificate for the listen address into PKI
 // (ca.crt, tls.crt, tls.key; kept, so the CA ConfigMap stays valid across restarts). It prints
-// the base URL first (test/node listens on port 0 and reads it), then serves until signalled.
+// the base URL first (test/node listens on port 0 and reads it), then, with --containerdisk, the
+// pushed image's reference by digest on a line of its own, and serves until signalled.
 package main
 
 import (
@@ -21,32 +24,42 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"banlieue.io/banlieue/internal/testenv/containerdisk"
 )
 
 func main() {
 	dir := flag.String("dir", "", "directory to serve (required)")
 	listen := flag.String("listen", "10.244.0.1:18443", "IP:port to serve on; the certificate names the IP")
 	pki := flag.String("pki", "", "directory of ca.crt, tls.crt and tls.key, written when missing (required)")
+	disk := flag.String("containerdisk", "", "disk image to push to the registry as containerdisks/<file name without extension>:1")
 	flag.Parse()
 	if *dir == "" || *pki == "" {
 		fmt.Fprintln(os.Stderr, "labsource: --dir and --pki are required")
 		os.Exit(2)
 	}
-	if err := run(*dir, *listen, *pki); err != nil {
+	if err := run(*dir, *listen, *pki, *disk); err != nil {
 		fmt.Fprintln(os.Stderr, "labsource:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, listen, pki string) error {
+func run(dir, listen, pki, disk string) error {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", listen, err)
@@ -66,17 +79,61 @@ func run(dir, listen, pki string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second,
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(dir)))
+	mux.Handle("/v2/", registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	go func() { <-stop; _ = srv.Close() }()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(l, "", "") }()
 	// The first line names the address served (a port 0 is resolved), for whoever started it.
 	fmt.Printf("https://%s serving %s (CA %s)\n", l.Addr(), dir, filepath.Join(pki, "ca.crt"))
-	if err := srv.ServeTLS(l, "", ""); !errors.Is(err, http.ErrServerClosed) {
+	if disk != "" {
+		ref, err := pushContainerDisk(l.Addr().String(), filepath.Join(pki, "ca.crt"), disk)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--containerdisk %s: %w", disk, err)
+		}
+		fmt.Println(ref)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// pushContainerDisk pushes the disk at path to the registry at addr as the containerDisk
+// containerdisks/<name>:1, trusting the lab CA only, and returns its reference by digest.
+func pushContainerDisk(addr, caFile, path string) (string, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return "", err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return "", fmt.Errorf("%s holds no certificate", caFile)
+	}
+	img, err := containerdisk.Image(path)
+	if err != nil {
+		return "", err
+	}
+	repo := addr + "/containerdisks/" + strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	tag, err := name.NewTag(repo + ":1")
+	if err != nil {
+		return "", err
+	}
+	transport := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}}
+	if err := remote.Write(tag, img, remote.WithTransport(transport)); err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return repo + "@" + digest.String(), nil
 }
 
 // ensurePKI writes a CA and a serving certificate for ip into dir unless they are there.

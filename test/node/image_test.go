@@ -56,7 +56,7 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 	}
 	start := time.Now()
 	guest := guestImage(t)
-	caPEM, baseURL := httpsSource(t, filepath.Dir(guest))
+	caPEM, baseURL, ociRef := httpsSource(t, filepath.Dir(guest), guest)
 
 	importImage(t)
 	artifactsPV(t, n)
@@ -224,6 +224,43 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 		t.Fatalf("domain %s: state %v (%v), want running", domain, st, err)
 	}
 	t.Logf("domain %s running on the lab host %v after the VMImage was created", domain, time.Since(start).Round(time.Second))
+
+	// An OCI containerDisk source (docs/guides/image-sources.md): the same guest pushed to the
+	// registry on the same https address, pulled by digest by a build Job pod that trusts it
+	// through the same CA option, then imported into the pool.
+	start = time.Now()
+	const ociImage = "node-oci"
+	create(t, c, &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: ociImage},
+		Spec: banlieuev1.VMImageSpec{
+			OSFamily: "linux", OSDistribution: "busybox", OSVersion: "1.35", Architecture: "amd64", GuestAgent: "cloud-init",
+			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, Ref: ociImage, ImportFrom: ociRef}},
+		},
+	})
+	var oci banlieuev1.VMImage
+	testenv.Eventually(t, 5*time.Minute, "VMImage "+ociImage+" built and imported", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: ociImage}, &oci); err != nil {
+			return err
+		}
+		a := oci.Status.BuildArtifact
+		if a != nil && a.Phase == banlieuev1.BuildFailed {
+			t.Fatalf("build failed: %+v; pods: %s", *a, podStates(ctx, n, buildNS))
+		}
+		for _, r := range oci.Status.PerProvider {
+			if r.ProviderName == provider && r.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("buildArtifact %+v, perProvider %+v; pods: %s", a, oci.Status.PerProvider, podStates(ctx, n, buildNS))
+	})
+	_, digest, _ := strings.Cut(ociRef, "@")
+	if a := oci.Status.BuildArtifact; a.SourceDigest != digest || a.Checksum != "sha256:"+want {
+		t.Errorf("buildArtifact %+v, want sourceDigest %s and the guest's sha256:%s", *a, digest, want)
+	}
+	if p := jobPod(t, n, "build-"+ociImage); p.Status.Phase != corev1.PodSucceeded || p.Spec.NodeName != n.name {
+		t.Errorf("build pod %s: node %q, phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+	}
+	t.Logf("OCI containerDisk %s built and imported into %s in %v", ociRef, pool, time.Since(start).Round(time.Second))
 }
 
 // create creates o and, when t ends, deletes it and waits until it is gone: a Provider's
@@ -259,8 +296,9 @@ func guestImage(t *testing.T) string {
 
 // httpsSource serves dir over https on the node's bridge address, where pods reach the host,
 // with hack/labsource (as hack/lab.sh up serves its guest): a certificate from a CA of its own,
-// which no system trusts. It returns the CA's PEM and the base URL.
-func httpsSource(t *testing.T, dir string) ([]byte, string) {
+// which no system trusts. On the same address its registry holds containerDisk as an OCI
+// image. It returns the CA's PEM, the base URL and the image's reference by digest.
+func httpsSource(t *testing.T, dir, containerDisk string) (caPEM []byte, baseURL, ociRef string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "labsource")
 	build := exec.Command("go", "build", "-o", bin, "./hack/labsource")
@@ -269,7 +307,7 @@ func httpsSource(t *testing.T, dir string) ([]byte, string) {
 		t.Fatalf("go build ./hack/labsource: %v\n%s", err, out)
 	}
 	pki := t.TempDir()
-	cmd := exec.Command(bin, "--dir", dir, "--listen", net.JoinHostPort(nodeIP, "0"), "--pki", pki)
+	cmd := exec.Command(bin, "--dir", dir, "--listen", net.JoinHostPort(nodeIP, "0"), "--pki", pki, "--containerdisk", containerDisk)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -282,16 +320,21 @@ func httpsSource(t *testing.T, dir string) ([]byte, string) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
 	if err != nil {
 		t.Fatalf("hack/labsource printed no address: %v", err)
 	}
 	base, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if line, err = out.ReadString('\n'); err != nil {
+		t.Fatalf("hack/labsource printed no containerDisk reference: %v", err)
+	}
+	ref := strings.TrimSpace(line)
+	caPEM, err = os.ReadFile(filepath.Join(pki, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return caPEM, base
+	return caPEM, base, ref
 }
 
 // nodeIP is hack/node.sh's bridge address, the node IP: the host as pods reach it.
