@@ -61,7 +61,7 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 		r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: c, Resync: time.Second}
 		return r.SetupWithManager(mgr)
 	})
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("console-%d", time.Now().UnixNano()%1e6), bootName: "guest.raw"}
+	s := &machineSuite{providerSuite: ps, pool: "console-" + testenv.RunID(), bootName: "guest.raw"}
 	s.createGuestPool(ctx, t)
 	p := s.guideProvider("lab")
 	p.Spec.Capabilities = s.capabilities()

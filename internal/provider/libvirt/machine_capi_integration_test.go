@@ -33,7 +33,7 @@ func TestClusterAPIMachineAgainstLabHost(t *testing.T) {
 		r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second}
 		return r.SetupWithManager(mgr)
 	})
-	s := &capiSuite{machineSuite: &machineSuite{providerSuite: ps, pool: fmt.Sprintf("capi-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}}
+	s := &capiSuite{machineSuite: &machineSuite{providerSuite: ps, pool: "capi-" + testenv.RunID(), bootName: "tiny.raw"}}
 	s.env.InstallClusterAPICRDs(t, testenv.CAPIMachines, testenv.CAPIClusters)
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")

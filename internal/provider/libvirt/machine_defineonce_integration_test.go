@@ -2,7 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -97,7 +97,7 @@ func TestMachineDefineOnceAgainstLabHost(t *testing.T) {
 		c.Dialer.Observer = rpcs.observe
 		return nil
 	})
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("once-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
+	s := &machineSuite{providerSuite: ps, pool: "once-" + testenv.RunID(), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")
 	p.Spec.Capabilities = s.capabilities()

@@ -2,7 +2,6 @@ package libvirt
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -35,7 +34,7 @@ func TestMachineEventsAgainstLabHost(t *testing.T) {
 		}
 		return (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: c}).SetupWithManager(mgr)
 	})
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("events-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
+	s := &machineSuite{providerSuite: ps, pool: "events-" + testenv.RunID(), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")
 	p.Spec.Capabilities = s.capabilities()

@@ -80,8 +80,8 @@ func TestHostProtection(t *testing.T) {
 			Resync: time.Second, Workers: 2}
 		return r.SetupWithManager(mgr)
 	})
-	run := time.Now().UnixNano() % 1e6
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("protect-%d", run), bootName: "tiny.raw"}
+	run := testenv.RunID()
+	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("protect-%s", run), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	hole := newBlackHole(t)
 	live := s.guideProvider("lab")
@@ -112,12 +112,12 @@ func TestHostProtection(t *testing.T) {
 
 	var deadMachines, liveMachines []*infrav1.LibvirtMachine
 	for i := range 6 {
-		m := s.machine(testNamespace, fmt.Sprintf("hp-dead-%d-%d", run, i))
+		m := s.machine(testNamespace, fmt.Sprintf("hp-dead-%s-%d", run, i))
 		m.Spec.ProviderRef.Name = "dead"
 		deadMachines = append(deadMachines, m)
 	}
 	for i := range 3 {
-		liveMachines = append(liveMachines, s.machine(testNamespace, fmt.Sprintf("hp-live-%d-%d", run, i)))
+		liveMachines = append(liveMachines, s.machine(testNamespace, fmt.Sprintf("hp-live-%s-%d", run, i)))
 	}
 	start := time.Now()
 	for _, m := range append(append([]*infrav1.LibvirtMachine{}, deadMachines...), liveMachines...) {

@@ -43,7 +43,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 		r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: time.Second}
 		return r.SetupWithManager(mgr)
 	})
-	s := &machineSuite{providerSuite: ps, pool: fmt.Sprintf("machines-%d", time.Now().UnixNano()%1e6), bootName: "tiny.raw"}
+	s := &machineSuite{providerSuite: ps, pool: "machines-" + testenv.RunID(), bootName: "tiny.raw"}
 	s.createPool(ctx, t)
 	p := s.guideProvider("lab")
 	p.Spec.Capabilities = s.capabilities()
