@@ -43,7 +43,8 @@ func setupCAPIPlacement(mgr manager.Manager) error {
 	return ctrl.ControllerManagedBy(mgr).
 		Named("libvirtmachine-placement").
 		For(&infrav1.LibvirtMachine{}, ctrl.WithPredicates(unplaced)).
-		WithOptions(controller.Options{RateLimiter: app.ErrorRateLimiter()}).
+		// One worker, whatever --workers: each placement counts the ones before it (ADR-0144).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: app.ErrorRateLimiter()}).
 		Complete(r)
 }
 
