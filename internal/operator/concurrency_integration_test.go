@@ -76,6 +76,7 @@ func TestConcurrencyReachesProviderPods(t *testing.T) {
 	tuned := tunedClass("tuned", banlieuev1.ProviderConcurrency{Workers: 6, HostDomainOperations: 3, HostVolumeUploads: 2})
 	plain := libvirtClass()
 	plain.ObjectMeta = metav1.ObjectMeta{Name: "plain"}
+	plain.Spec.Concurrency = nil
 	for _, obj := range []client.Object{tuned, plain,
 		providerOf("host-tuned", "tuned"), providerOf("host-plain", "plain"),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "libvirt-edge-creds", Namespace: DefaultNamespace}, StringData: map[string]string{"tls.crt": "c", "tls.key": "k"}},

@@ -50,6 +50,7 @@ func TestDeploymentPod(t *testing.T) {
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
 		// Import Jobs pull as the provider pod does (ADR-0126).
 		"--import-image-pull-policy", "IfNotPresent",
+		"--workers", "16", "--host-domain-operations", "8", "--host-volume-uploads", "4",
 		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
