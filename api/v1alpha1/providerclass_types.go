@@ -35,6 +35,10 @@ type ProviderClassSpec struct {
 	// logging passed to the provider as --log-level and --log-format.
 	// +optional
 	Logging *ProviderLogging `json:"logging,omitempty"`
+	// concurrency of each provider process: its workers and its per-host limits (ADR-0132).
+	// Unset fields keep the provider binary's defaults.
+	// +optional
+	Concurrency *ProviderConcurrency `json:"concurrency,omitempty"`
 	// additionalRules are appended to each per-Provider Role. The operator's own ClusterRole must
 	// already hold them, or the binding is rejected.
 	// +optional
@@ -74,6 +78,30 @@ type ProviderLogging struct {
 	// +optional
 	// +kubebuilder:validation:Enum=text;json
 	Format string `json:"format,omitempty"`
+}
+
+// ProviderConcurrency is how much one provider process does at once. The fields are on the
+// class, which only a cluster administrator writes, not on the Provider: a tenant must not be
+// able to lift the limits that protect a host (ADR-0132). The bounds are the binary's own.
+type ProviderConcurrency struct {
+	// workers: objects each of the provider's controllers reconciles at once, passed as
+	// --workers. Unset: the binary's default, 16.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Workers int32 `json:"workers,omitempty"`
+	// hostDomainOperations: machine passes (a converge or a teardown) talking to one host at
+	// once, passed as --host-domain-operations. Unset: the binary's default, 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	HostDomainOperations int32 `json:"hostDomainOperations,omitempty"`
+	// hostVolumeUploads: volume uploads (seed ISOs, import markers) streaming to one host at
+	// once, passed as --host-volume-uploads. Unset: the binary's default, 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	HostVolumeUploads int32 `json:"hostVolumeUploads,omitempty"`
 }
 
 // ProviderClassStatus reports whether the class is usable.

@@ -26,11 +26,12 @@ const (
 	classRefIndex = "spec.classRef.name"
 )
 
-// DefaultWorkers is the controller role's --workers (docs/operations.md, "Common flags"). One:
-// the scheduler reads the placements of a namespace's other VMs from the cache, and two VMs
-// placed at once could both miss a required anti-affinity rule (ADR-0132). Its passes are API
-// work only, so VMs created together queue behind milliseconds, not behind a host.
-const DefaultWorkers = 1
+// DefaultWorkers is the controller role's --workers (docs/operations.md, "Common flags"). The
+// scheduler reads the placements of a namespace's other VMs from the cache; the decisions of a
+// namespace are taken one at a time and see the placements assumed but not cached yet
+// (assumed.go), so several workers keep required anti-affinity (ADR-0132). Four: its passes are
+// API work only, and VMs created together wait for a few API round trips, not for each other.
+const DefaultWorkers = 4
 
 // Options configure the controller role.
 type Options struct {
@@ -87,7 +88,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		b = b.Owns(k.newObject(), inScope)
 	}
 	if err := b.Complete(&virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder("banlieue-controller")}); err != nil {
+		recorder: mgr.GetEventRecorder("banlieue-controller"), assumed: newAssumedPlacements()}); err != nil {
 		return fmt.Errorf("creating virtualmachine controller: %w", err)
 	}
 

@@ -36,6 +36,9 @@ type virtualMachineReconciler struct {
 	apiReader client.Reader
 	// recorder emits the VM's transitions (docs/guides/libvirt-provider.md, "Events").
 	recorder events.EventRecorder
+	// assumed are the placements decided and not yet in the cache, which every decision of
+	// the namespace sees (assumed.go); they make several workers safe for anti-affinity.
+	assumed *assumedPlacements
 }
 
 // Reconcile reads like every reconciler of banlieue: fetch, then delete or normal; the normal
@@ -63,7 +66,10 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// namespace: saying so is no move, and the next status write records it.
 		status.Scheduled.ProviderNamespace = vm.Namespace
 	}
-	requeue, err := r.reconcileNormal(ctx, &vm, status)
+	requeue, assumed, err := r.reconcileNormal(ctx, &vm, status)
+	// A placement this pass assumed stays assumed only if the pass writes it.
+	var written *banlieuev1.ScheduledPlacement
+	defer func() { assumed.settle(written) }()
 	switch {
 	case errors.Is(err, errStaleRead):
 		// The watch brings the newer version, and with it another pass.
@@ -73,11 +79,16 @@ func (r *virtualMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if _, werr := r.writeStatus(ctx, &vm, status, 0); werr != nil {
 			return ctrl.Result{}, werr
 		}
+		written = status.Scheduled
 		return ctrl.Result{}, err
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	return r.writeStatus(ctx, &vm, status, requeue)
+	res, err := r.writeStatus(ctx, &vm, status, requeue)
+	if err == nil {
+		written = status.Scheduled
+	}
+	return res, err
 }
 
 // errStaleRead ends a pass that worked from a cached VM older than the API server's.
@@ -95,31 +106,42 @@ type vmInputs struct {
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
-// when to look again. An error means status must not be written, except a terminal one
-// (reconcile.TerminalError): the outcome is recorded and will not change without an edit.
+// when to look again, and the placement it assumed (nil: none), which the caller settles. An
+// error means status must not be written, except a terminal one (reconcile.TerminalError): the
+// outcome is recorded and will not change without an edit.
 func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banlieuev1.VirtualMachine,
-	status *banlieuev1.VirtualMachineStatus) (time.Duration, error) {
+	status *banlieuev1.VirtualMachineStatus) (time.Duration, *assumption, error) {
 	in, err := r.readInputs(ctx, vm)
 	if err != nil {
-		return 0, fmt.Errorf("reading the VM's inputs: %w", err)
+		return 0, nil, fmt.Errorf("reading the VM's inputs: %w", err)
 	}
 	if msg := imageClassMismatch(&in.class, &in.image); msg != "" {
 		// Scheduled is left alone: the pairing is wrong whatever the placement.
 		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: banlieuev1.ReasonImageClassMismatch, Message: msg})
-		return 0, reconcile.TerminalError(errors.New(msg))
+		return 0, nil, reconcile.TerminalError(errors.New(msg))
 	}
 
-	d, err := schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
-		NamespaceLabels: in.nsLabels, Siblings: in.siblings})
+	d, assumed, err := r.assumed.decide(vm, status.Scheduled, in.siblings, func(siblings []banlieuev1.VirtualMachine) (decision, error) {
+		return schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
+			NamespaceLabels: in.nsLabels, Siblings: siblings})
+	})
 	if err != nil {
 		var se *scheduleError
 		if !errors.As(err, &se) {
-			return 0, fmt.Errorf("scheduling: %w", err)
+			return 0, nil, fmt.Errorf("scheduling: %w", err)
 		}
 		notScheduled(vm, status, se.Reason, se.Message, banlieuev1.ReasonScheduling)
-		return app.RequeueDefault, nil
+		return app.RequeueDefault, nil, nil
 	}
+	requeue, err := r.realise(ctx, vm, status, &in, d)
+	return requeue, assumed, err
+}
+
+// realise acts on decision d, taken from in: it creates or updates the VM's machine and
+// records the placement, or handles the drift from the recorded one.
+func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.VirtualMachine,
+	status *banlieuev1.VirtualMachineStatus, in *vmInputs, d decision) (time.Duration, error) {
 	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
 	if err != nil {
 		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed)

@@ -117,12 +117,32 @@ func providerArgs(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, workl
 		pull.Secrets = append(pull.Secrets, s.Name)
 	}
 	args = append(args, pull.Args("import")...)
+	args = append(args, concurrencyArgs(class.Spec.Concurrency)...)
 	if l := class.Spec.Logging; l != nil {
 		if l.Level != "" {
 			args = append(args, "--log-level", l.Level)
 		}
 		if l.Format != "" {
 			args = append(args, "--log-format", l.Format)
+		}
+	}
+	return args
+}
+
+// concurrencyArgs are the flags of the class's concurrency fields that are set; an unset one
+// leaves the provider binary's default in force, so a newer binary's default reaches classes
+// that never chose.
+func concurrencyArgs(c *banlieuev1.ProviderConcurrency) []string {
+	if c == nil {
+		return nil
+	}
+	var args []string
+	for _, f := range []struct {
+		flag string
+		n    int32
+	}{{"--workers", c.Workers}, {"--host-domain-operations", c.HostDomainOperations}, {"--host-volume-uploads", c.HostVolumeUploads}} {
+		if f.n != 0 {
+			args = append(args, f.flag, strconv.Itoa(int(f.n)))
 		}
 	}
 	return args

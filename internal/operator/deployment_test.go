@@ -50,6 +50,7 @@ func TestDeploymentPod(t *testing.T) {
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
 		// Import Jobs pull as the provider pod does (ADR-0126).
 		"--import-image-pull-policy", "IfNotPresent",
+		"--workers", "16", "--host-domain-operations", "8", "--host-volume-uploads", "4",
 		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
@@ -94,6 +95,8 @@ func TestDeploymentClassOptions(t *testing.T) {
 	class.Spec.Tolerations = []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
 	class.Spec.Resources = &custom
+	// An unset field passes no flag: the binary's default applies.
+	class.Spec.Concurrency = &banlieuev1.ProviderConcurrency{Workers: 4, HostVolumeUploads: 1}
 	opts := Options{BuildTolerations: []corev1.Toleration{
 		{Key: "build", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoExecute},
@@ -117,7 +120,7 @@ func TestDeploymentClassOptions(t *testing.T) {
 		"--import-service-account", "banlieue-provider-libvirt-libvirt-edge-host-7-6f5aeeba6513f8e3-import",
 		"--console-port", "8443", "--console-relay", "system:serviceaccount:banlieue-system:banlieue-controller", "--build-toleration", "build:NoSchedule", "--build-toleration", "gpu=true:NoExecute",
 		"--import-deadline", "45m0s", "--import-cpu-request", "0", "--import-cpu-limit", "0", "--import-memory-request", "0", "--import-memory-limit", "1Gi",
-		"--import-image-pull-secret", "regcred"}
+		"--import-image-pull-secret", "regcred", "--workers", "4", "--host-volume-uploads", "1"}
 	if !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
 	}

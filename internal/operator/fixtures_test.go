@@ -30,10 +30,11 @@ func libvirtClass() *banlieuev1.ProviderClass {
 	return &banlieuev1.ProviderClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "libvirt", Generation: 2},
 		Spec: banlieuev1.ProviderClassSpec{
-			Backend:  "libvirt",
-			Image:    banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Tag: "v0.1.0", PullPolicy: "IfNotPresent"},
-			Replicas: 1,
-			Logging:  &banlieuev1.ProviderLogging{Level: "info", Format: "json"},
+			Backend:     "libvirt",
+			Image:       banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Tag: "v0.1.0", PullPolicy: "IfNotPresent"},
+			Replicas:    1,
+			Logging:     &banlieuev1.ProviderLogging{Level: "info", Format: "json"},
+			Concurrency: &banlieuev1.ProviderConcurrency{Workers: 16, HostDomainOperations: 8, HostVolumeUploads: 4},
 			AdditionalRules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			},

@@ -237,7 +237,10 @@ func testWorkload(ctx context.Context, t *testing.T, c client.Client, p *banlieu
 		"--import-image", "registry.example/banlieue:v0.1.0", "--import-service-account", workload + "-import",
 		"--console-port", "8443", "--console-relay", "system:serviceaccount:" + systemNs + ":banlieue-controller",
 		"--import-deadline", "6h0m0s", "--import-cpu-request", "100m", "--import-cpu-limit", "1", "--import-memory-request", "64Mi", "--import-memory-limit", "256Mi",
-		"--import-image-pull-policy", "IfNotPresent", "--log-level", "info", "--log-format", "json"}
+		"--import-image-pull-policy", "IfNotPresent",
+		// The example class's concurrency (ADR-0132).
+		"--workers", "16", "--host-domain-operations", "8", "--host-volume-uploads", "4",
+		"--log-level", "info", "--log-format", "json"}
 	if !reflect.DeepEqual(ctr.Args, wantArgs) {
 		t.Errorf("args %q", ctr.Args)
 	}
