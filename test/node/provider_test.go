@@ -17,6 +17,7 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 )
 
 // TestProviderPodProbesTheLabHost follows docs/guides/libvirt-provider.md on the real node after
@@ -44,8 +45,12 @@ func TestProviderPodProbesTheLabHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.Endpoint = endpoint
+	// A pool of its own: the lab host holds no pool before a test makes one (a "default" left
+	// by an earlier suite made this pass only after those suites).
+	pool := "node-" + testenv.RunID()
+	labhost.CreatePool(ctx, t, labhost.Dial(t, lab), lab, pool)
 	p := lab.Provider(systemNS, name, secret, ca, banlieuev1.ProviderCapabilities{
-		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": "default"}}},
+		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": pool}}},
 	})
 	for _, o := range append(creds, p) {
 		if err := c.Create(ctx, o); err != nil {
