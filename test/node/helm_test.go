@@ -129,8 +129,10 @@ func helmBinary(t *testing.T) string {
 }
 
 // waitRolesReady waits until each role's Deployment has a Ready pod on the node, and checks that
-// the pod runs under its own ServiceAccount with the token the admission plugin mounted.
-func waitRolesReady(t *testing.T, n node) {
+// the pod runs the release's image, pulled by pull (the chart's image.pullPolicy as the tests set
+// it, or the kustomize install's default), under its own ServiceAccount with the token the
+// admission plugin mounted.
+func waitRolesReady(t *testing.T, n node, pull corev1.PullPolicy) {
 	t.Helper()
 	ctx := t.Context()
 	for _, role := range roles {
@@ -152,10 +154,10 @@ func waitRolesReady(t *testing.T, n node) {
 				role, p.Name, p.Spec.NodeName, p.Spec.ServiceAccountName, mountsServiceAccountToken(p.Spec.Containers[0]), n.name, name)
 		}
 		if got := p.Spec.Containers[0].Image; got != imageTag {
-			t.Fatalf("%s pod runs %s, want the release chart's default image %s", role, got, imageTag)
+			t.Fatalf("%s pod runs %s, want the release's image %s", role, got, imageTag)
 		}
-		if p.Spec.Containers[0].ImagePullPolicy != corev1.PullNever {
-			t.Fatalf("%s pod pulls %s, want image.pullPolicy's Never", role, p.Spec.Containers[0].ImagePullPolicy)
+		if got := p.Spec.Containers[0].ImagePullPolicy; got != pull {
+			t.Fatalf("%s pod pulls %s, want %s", role, got, pull)
 		}
 	}
 }
@@ -170,7 +172,7 @@ func TestHelmInstallOnTheRealNode(t *testing.T) {
 	if err := n.client(t).Get(t.Context(), client.ObjectKey{Name: "libvirt"}, &banlieuev1.ProviderClass{}); err != nil {
 		t.Fatalf("ProviderClass libvirt after helm install and upgrade: %v", err)
 	}
-	waitRolesReady(t, n)
+	waitRolesReady(t, n, corev1.PullNever)
 }
 
 // client is a controller-runtime client of the node's API server that knows banlieue's kinds

@@ -62,7 +62,7 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 	artifactsPV(t, n)
 	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
 		"--set", "imagebuilder.limits.allowNetworks={10.244.0.1/32}")
-	waitRolesReady(t, n)
+	waitRolesReady(t, n, corev1.PullNever)
 	ctx := t.Context()
 	c := n.client(t)
 	t.Logf("release installed and Ready after %v", time.Since(start).Round(time.Second))

@@ -35,7 +35,7 @@ func TestProviderPodProbesTheLabHost(t *testing.T) {
 	}
 	importImage(t)
 	installChart(t, n)
-	waitRolesReady(t, n)
+	waitRolesReady(t, n, corev1.PullNever)
 	ctx := t.Context()
 	c := n.client(t)
 
