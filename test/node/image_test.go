@@ -405,13 +405,19 @@ func jobComplete(j *batchv1.Job) bool {
 // guide's commands run.
 func kubectl(t *testing.T, n node, args ...string) string {
 	t.Helper()
+	return kubectlIn(t.Context(), t, n, args...)
+}
+
+// kubectlIn is kubectl under ctx: a cleanup's, which outlives t.Context().
+func kubectlIn(ctx context.Context, t *testing.T, n node, args ...string) string {
+	t.Helper()
 	assets, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "envtest-assets.sh")).Output()
 	if err != nil {
 		t.Fatalf("hack/envtest-assets.sh: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(assets)), "\n")
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(t.Context(), filepath.Join(lines[len(lines)-1], "kubectl"), append([]string{"--kubeconfig", filepath.Join(n.dir, "kubeconfig")}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(lines[len(lines)-1], "kubectl"), append([]string{"--kubeconfig", filepath.Join(n.dir, "kubeconfig")}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())

@@ -64,11 +64,11 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 		// What config/default added, last first, then its namespaces gone: the next test installs
 		// the chart into a control plane without banlieue, as this one did. The CRDs stay: the
 		// control plane came with them (hack/node-test.sh), and the apply changed nothing there.
-		for _, dir := range []string{"providerclass", "manager", "admission", "rbac", "namespaces"} {
-			kubectl(t, n, "delete", "--wait=true", "--ignore-not-found", "-k", filepath.Join(config, dir))
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		for _, dir := range []string{"providerclass", "manager", "admission", "rbac", "namespaces"} {
+			kubectlIn(ctx, t, n, "delete", "--wait=true", "--ignore-not-found", "-k", filepath.Join(config, dir))
+		}
 		for _, ns := range []string{systemNS, buildNS} {
 			testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" gone", func() error {
 				_, err := n.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
