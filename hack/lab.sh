@@ -266,7 +266,7 @@ how_to_see() {
   echo "    export KUBECONFIG=$kubeconfig"
   echo "    $assets/kubectl -n $namespace get virtualmachine $vm"
   echo "    $assets/kubectl -n $namespace get virtualmachine $vm -o jsonpath='{.status.addresses}'"
-  echo "    ping -c 3 $address                  # from this machine, over $nat_bridge"
+  echo "    virsh -c '$lab_virsh_uri' net-dhcp-leases $nat_network   # $address's lease"
   echo "    grep -a BANLIEUE-LAB $serial"
   echo "    virsh -c '$lab_virsh_uri' console $domain   # the serial console; Ctrl-] leaves"
 }
