@@ -3,7 +3,9 @@ package install
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -194,7 +196,7 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		lm := libvirtMachine(t)
 		lm.SetName("owned")
 		lm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
-		testenv.Allowed(t, "controller creates a LibvirtMachine owned by a VirtualMachine", ctrl.Create(ctx, lm, client.DryRunAll))
+		testenv.Allowed(t, "controller creates a LibvirtMachine owned by a VirtualMachine", createOwned(ctx, t, ctrl, lm))
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachinePool",
 			"metadata": map[string]any{"name": "pool", "namespace": tenantNS},
@@ -209,7 +211,7 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		member.SetResourceVersion("")
 		member.SetUID("")
 		member.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachinePool", pool)})
-		testenv.Allowed(t, "controller creates a VirtualMachine owned by a pool", ctrl.Create(ctx, member, client.DryRunAll))
+		testenv.Allowed(t, "controller creates a VirtualMachine owned by a pool", createOwned(ctx, t, ctrl, member))
 	})
 
 	t.Run("operator RBAC", func(t *testing.T) {
@@ -265,4 +267,21 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		testenv.Forbidden(t, "imagebuilder lists Secrets cluster-wide", ib.List(ctx, &corev1.SecretList{}))
 	})
 
+}
+
+// createOwned dry-runs the creation of obj, whose owner reference sets blockOwnerDeletion, as c.
+// The API server's owner-reference admission maps the owner's kind through its own discovery,
+// which learns a CRD the install created a moment ago somewhat later than the CRD serves
+// ("cannot find RESTMapping"): that refusal is waited out, any other is the answer.
+func createOwned(ctx context.Context, t *testing.T, c client.Client, obj client.Object) error {
+	t.Helper()
+	var err error
+	testenv.Eventually(t, 30*time.Second, "the API server's admission maps the owner's kind", func() error {
+		err = c.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "cannot find RESTMapping") {
+			return err
+		}
+		return nil
+	})
+	return err
 }
