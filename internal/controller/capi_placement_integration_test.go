@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +43,7 @@ func TestCAPIPlacementAgainstAPIServer(t *testing.T) {
 			Connection: banlieuev1.ProviderConnection{Endpoint: "qemu+tls://" + name + ".example/system",
 				CredentialsRef: banlieuev1.LocalObjectReference{Name: "c"}}}})
 	}
-	cluster := capiObjectIn(ns, "Cluster", "c1", map[string]any{
+	cluster := testenv.CAPIObject("Cluster", ns, "c1", map[string]any{
 		"infrastructureRef": map[string]any{"apiGroup": infrav1.GroupVersion.Group, "kind": "LibvirtCluster", "name": "c1"}})
 	env.Create(ctx, t, cluster)
 	env.Create(ctx, t, &infrav1.LibvirtCluster{
@@ -72,7 +71,7 @@ func TestCAPIPlacementAgainstAPIServer(t *testing.T) {
 		if failureDomain != "" {
 			spec["failureDomain"] = failureDomain
 		}
-		owner := capiObjectIn(ns, "Machine", name, spec)
+		owner := testenv.CAPIObject("Machine", ns, name, spec)
 		env.Create(ctx, t, owner)
 		all := map[string]string{capi.LabelClusterName: "c1"}
 		for k, v := range labels {
@@ -161,15 +160,6 @@ func TestCAPIPlacementAgainstAPIServer(t *testing.T) {
 			}
 		}
 	})
-}
-
-func capiObjectIn(ns, kind, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion(capi.Group + "/v1beta2")
-	u.SetKind(kind)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
 }
 
 // unplacedMachine is a LibvirtMachine as a LibvirtMachineTemplate without providerRef makes it.

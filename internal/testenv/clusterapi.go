@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ClusterAPIVersion is the Cluster API release whose CRDs tests install (hack/capi-assets.sh
@@ -48,4 +50,16 @@ func (e *Env) InstallClusterAPICRDs(t testing.TB, crds ...string) {
 	if out, err := e.Kubectl(t, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, names...)...); err != nil {
 		t.Fatalf("waiting for Cluster API's CRDs: %v\n%s", err, out)
 	}
+}
+
+// CAPIObject is a Cluster API object of kind (cluster.x-k8s.io/v1beta2) in ns with spec, as
+// Cluster API's controllers write it: tests speak to Cluster API's kinds as unstructured objects,
+// as banlieue does (it does not depend on Cluster API's module).
+func CAPIObject(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
 }

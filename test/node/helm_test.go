@@ -86,13 +86,7 @@ func installChart(t *testing.T, n node, extra ...string) helmRelease {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			_ = n.cs.CoreV1().Namespaces().Delete(ctx, systemNS, metav1.DeleteOptions{})
-			testenv.Eventually(t, 2*time.Minute, "namespace "+systemNS+" gone", func() error {
-				_, err := n.cs.CoreV1().Namespaces().Get(ctx, systemNS, metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				return fmt.Errorf("still there (%v)", err)
-			})
+			waitNamespaceGone(ctx, t, n, systemNS)
 		}
 	})
 	if strings.Contains(out, "--reuse-values") {
@@ -189,4 +183,14 @@ func (n node) client(t *testing.T) client.Client {
 		t.Fatalf("client of %s: %v", n.config.Host, err)
 	}
 	return c
+}
+
+// waitNamespaceGone waits until the namespace ns is deleted: one still terminating would pass the
+// next install's --create-namespace (or apply) and then refuse its objects.
+func waitNamespaceGone(ctx context.Context, t *testing.T, n node, ns string) {
+	t.Helper()
+	testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" gone", func() error {
+		_, err := n.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
+	})
 }

@@ -4,7 +4,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,10 +68,7 @@ func TestKustomizeInstallOnTheRealNode(t *testing.T) {
 			kubectlIn(ctx, t, n, "delete", "--wait=true", "--ignore-not-found", "-k", filepath.Join(config, dir))
 		}
 		for _, ns := range []string{systemNS, buildNS} {
-			testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" gone", func() error {
-				_, err := n.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-				return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-			})
+			waitNamespaceGone(ctx, t, n, ns)
 		}
 	})
 

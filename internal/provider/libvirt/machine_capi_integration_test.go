@@ -51,12 +51,7 @@ func TestClusterAPIMachineAgainstLabHost(t *testing.T) {
 type capiSuite struct{ *machineSuite }
 
 func capiObject(kind, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion(capi.Group + "/v1beta2")
-	u.SetKind(kind)
-	u.SetNamespace(testNamespace)
-	u.SetName(name)
-	return u
+	return testenv.CAPIObject(kind, testNamespace, name, spec)
 }
 
 func (s *capiSuite) cluster(name string) *unstructured.Unstructured {
