@@ -172,13 +172,14 @@ func (r *MachineReconciler) machinesFor(ctx context.Context, ev hostconn.DomainE
 }
 
 // machineRequeue is when a converged machine is looked at again. A running guest without
-// addresses, or whose installed system has not announced itself, is polled on the default
-// interval: no libvirt event reports either. Otherwise, with events the resync is the long
-// safety net (watchedResync); without, a machine that is not running is polled on the default
-// interval and one that is, on the long one, as before events.
+// addresses, or whose installed system has not announced itself (its agent not answering yet
+// included: a DHCP lease gives an address long before the agent starts), is polled on the
+// default interval: no libvirt event reports either. Otherwise, with events the resync is the
+// long safety net (watchedResync); without, a machine that is not running is polled on the
+// default interval and one that is, on the long one, as before events.
 func machineRequeue(obs observation, watched bool) time.Duration {
 	switch {
-	case isRunning(obs.state) && (len(obs.addresses) == 0 || obs.phase == notAnnounced):
+	case isRunning(obs.state) && (len(obs.addresses) == 0 || obs.phase != installed):
 		return app.RequeueDefault
 	case watched:
 		return watchedResync

@@ -63,6 +63,7 @@ func TestMachineRequeue(t *testing.T) {
 	}{
 		{"running without addresses, watched", observation{state: libvirt.DomainRunning}, true, app.RequeueDefault},
 		{"running, not announced, watched", observation{state: libvirt.DomainRunning, addresses: addr, phase: notAnnounced}, true, app.RequeueDefault},
+		{"running, address from the lease, agent not up yet, watched", observation{state: libvirt.DomainRunning, addresses: addr, phase: agentUnreachable}, true, app.RequeueDefault},
 		{"running with addresses, watched", observation{state: libvirt.DomainRunning, addresses: addr, phase: installed}, true, watchedResync},
 		{"powered off, watched", observation{state: libvirt.DomainShutOff}, true, watchedResync},
 		{"running with addresses, unwatched", observation{state: libvirt.DomainRunning, addresses: addr, phase: installed}, false, app.RequeueLong},
