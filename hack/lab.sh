@@ -7,9 +7,11 @@
 #                       and chart (hack/release.sh) installed with helm, the guide's credentials
 #                       Secret and CA ConfigMap, a Provider for the host, and the guide's image
 #                       flow: a VMImage of kind Url served over https (hack/labsource), its build
-#                       and import Jobs run as pods, then a running VirtualMachine
+#                       and import Jobs run as pods, then a VirtualMachine of the real cloud guest
+#                       (hack/cloud-guest.sh) on a libvirt NAT network, waited for until it has an
+#                       IPv4 address and GuestReady=True
 #   hack/lab.sh status  what runs, and the banlieue objects
-#   hack/lab.sh down    stops exactly what `up` started
+#   hack/lab.sh down    stops exactly what `up` started, the NAT network and its bridge included
 #
 # Env: BANLIEUE_LAB_DIR (default /var/tmp/banlieue-lab-cluster): kubeconfig, logs, PID files,
 #      the release artifacts. BANLIEUE_LIBVIRT_LAB (default /var/tmp/banlieue-lab): the libvirt
@@ -39,6 +41,15 @@ image=registry.example/banlieue:$version
 # The guest's https source, on the node's bridge (where pods reach the host);
 # hack/lab/virtualmachine.yaml's importFrom names it.
 source_listen=10.244.0.1:18443
+# The VM's network: a libvirt NAT network with DHCP on the lab host, behind the Provider's network
+# class "nat". Its /24 is in 198.18.0.0/15 (RFC 2544, nobody's real network) beside the suites'
+# 198.18.64.x and 198.18.65.x, so a lab left up does not collide with them; the node's pods are
+# on 10.244.0.0/24.
+nat_network=banlieue-lab-nat
+nat_bridge=banlieue-lab0
+nat_subnet=198.18.66.
+vm=lab-vm-01
+domain=$namespace-$vm
 
 phase_start=0
 phase() { phase_start=$SECONDS; printf '==> %s\n' "$*"; }
@@ -46,6 +57,8 @@ done_phase() { printf '    done in %ss\n' "$((SECONDS - phase_start))"; }
 running() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 kubectl() { "$assets/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+lab_virsh_uri="qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki"
+lab_virsh() { virsh -c "$lab_virsh_uri" "$@"; }
 # A private helm home under the lab directory: no repositories or config of the user.
 helm() {
   HELM_CONFIG_HOME="$lab/helm/config" HELM_CACHE_HOME="$lab/helm/cache" HELM_DATA_HOME="$lab/helm/data" \
@@ -102,6 +115,8 @@ up() {
   hack/libvirt-lab.sh start "$libvirt_lab"
   # shellcheck disable=SC1091
   source "$libvirt_lab/env"
+  # Before the Provider, which must find the network its class names.
+  start_nat_network
   done_phase
 
   phase "the real node (hack/node.sh): kubelet, containerd 2, kube-proxy, controller-manager, scheduler"
@@ -120,13 +135,13 @@ up() {
   artifacts_volume
   done_phase
 
-  phase "guest image (a tiny Linux from Debian packages, cached) and its https source"
+  phase "guest image (hack/cloud-guest.sh: Debian 12, cloud-init, qemu-guest-agent, UEFI; cached, ~2 min the first time) and its https source"
   local guest
-  guest="$(hack/test-guest-image.sh | tail -1)"
+  guest="$(hack/cloud-guest.sh | tail -1)"
   start labsource "$lab/labsource" --dir "$guest" --listen "$source_listen" --pki "$lab/source-pki"
   for _ in $(seq 50); do [[ -s "$lab/source-pki/ca.crt" ]] && grep -q '^https://' "$lab/labsource.log" && break; sleep 0.2; done
   grep -q '^https://' "$lab/labsource.log" || { cat "$lab/labsource.log"; echo "labsource did not start" >&2; exit 1; }
-  echo "    https://$source_listen/guest.raw"
+  echo "    https://$source_listen/cloud.raw"
   done_phase
 
   phase "helm install of the release's chart (docs/guides/install.md)"
@@ -167,6 +182,8 @@ spec:
   capabilities:
     storageClasses:
       - {name: standard, target: {pool: lab}}
+    networkClasses:
+      - {name: nat, target: {network: $nat_network}}
 YAML
   wait_for "Provider $provider Ready (its pod, made by the operator, probes the host)" 180 \
     kubectl -n "$namespace" get provider "$provider" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
@@ -177,13 +194,88 @@ YAML
   wait_for "VMImage lab-guest built (its build Job's pod wrote the artifact)" 300 \
     kubectl get vmimage lab-guest -o jsonpath='{.status.buildArtifact.phase}' --for-value Ready
   echo "    built after $((SECONDS - phase_start))s"
-  wait_for "VirtualMachine lab-vm-01 Ready" 300 kubectl -n "$namespace" get virtualmachine lab-vm-01 \
+  wait_for "VirtualMachine $vm Ready (imported, domain running)" 300 kubectl -n "$namespace" get virtualmachine "$vm" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
+  local running_at=$SECONDS
+  echo "    Ready after $((SECONDS - phase_start))s"
+  # The guest's own word, through its agent: cloud-init's final stage is over (ADR-0043). Under
+  # software emulation the Debian guest takes about a minute and a half to get there.
+  wait_for "VirtualMachine $vm GuestReady (cloud-init done, reported by qemu-guest-agent)" 600 \
+    kubectl -n "$namespace" get virtualmachine "$vm" -o jsonpath='{.status.conditions[?(@.type=="GuestReady")].status}'
+  wait_for "VirtualMachine $vm's IPv4 address in status.addresses" 120 vm_has_ipv4
+  echo "    GuestReady with an address $((SECONDS - phase_start))s after the apply ($((SECONDS - running_at))s after Ready)"
   echo "    \$ kubectl -n $build_namespace get jobs -l banlieue.io/vmimage=lab-guest"
   kubectl -n "$build_namespace" get jobs -l banlieue.io/vmimage=lab-guest | sed 's/^/    /'
   done_phase
   status
+  how_to_see
   echo "lab up in $((SECONDS - total))s"
+}
+
+# start_nat_network starts the lab's NAT network on the lab libvirtd, the same network
+# labhost.StartNATNetwork starts for the suites (internal/testenv/labhost/network.go): libvirtd
+# makes the bridge, runs its dnsmasq (leases .100 to .199) and adds its NAT rules. Transient
+# (net-create), so no definition outlives the lab; down destroys it. banlieue itself never starts
+# networks: it only attaches NICs to the network its Provider's class names.
+start_nat_network() {
+  if lab_virsh net-info "$nat_network" 2>/dev/null | grep -q '^Active: *yes'; then
+    echo "    network $nat_network already active"
+    return
+  fi
+  cat >"$lab/nat-network.xml" <<XML
+<network><name>$nat_network</name><forward mode='nat'/><bridge name='$nat_bridge' stp='off'/><ip address='${nat_subnet}1' netmask='255.255.255.0'><dhcp><range start='${nat_subnet}100' end='${nat_subnet}199'/></dhcp></ip></network>
+XML
+  lab_virsh net-create "$lab/nat-network.xml" >/dev/null
+  echo "    network $nat_network: NAT, DHCP, bridge $nat_bridge, ${nat_subnet}0/24"
+}
+
+# stop_nat_network destroys the network (libvirtd removes its bridge, dnsmasq and NAT rules).
+# A libvirtd that stopped with the network up left the bridge and the rules behind (and
+# hack/libvirt-lab.sh stop ended the dnsmasq): those go by hand, the rules being the ones that
+# name the network's subnet or bridge.
+stop_nat_network() {
+  if hack/libvirt-lab.sh status "$libvirt_lab" >/dev/null 2>&1 &&
+    lab_virsh net-info "$nat_network" >/dev/null 2>&1; then
+    lab_virsh net-destroy "$nat_network" >/dev/null
+    echo "stopped network $nat_network"
+  fi
+  if ip link show "$nat_bridge" >/dev/null 2>&1; then
+    ip link del "$nat_bridge"
+    local table rule
+    for table in filter nat mangle; do
+      iptables -t "$table" -S 2>/dev/null | grep -F -e "${nat_subnet}0/24" -e "$nat_bridge" |
+        while read -ra rule; do iptables -t "$table" -D "${rule[@]:1}"; done
+    done
+    echo "removed bridge $nat_bridge and its NAT rules, left by a stopped libvirtd"
+  fi
+}
+
+# vm_ipv4 prints the VirtualMachine's first IPv4 address from status.addresses.
+vm_ipv4() {
+  kubectl -n "$namespace" get virtualmachine "$vm" -o jsonpath='{range .status.addresses[*]}{.address}{"\n"}{end}' |
+    grep -m1 -E '^([0-9]{1,3}\.){3}[0-9]{1,3}$'
+}
+vm_has_ipv4() { vm_ipv4 >/dev/null && echo True; }
+
+# how_to_see prints what the user-data did and the commands that show the VM, each of which
+# works against this lab as printed.
+how_to_see() {
+  local address serial="$libvirt_lab/state/log/qemu/$domain-serial.log"
+  address="$(vm_ipv4)"
+  echo
+  echo "The VM $namespace/$vm runs the Debian 12 cloud guest at $address (DHCP on $nat_network)."
+  # The console log reaches the host a little after the guest wrote it.
+  for _ in $(seq 20); do grep -qa 'BANLIEUE-LAB' "$serial" 2>/dev/null && break; sleep 0.5; done
+  echo "Its user-data's runcmd said on the serial console:"
+  grep -ao 'BANLIEUE-LAB.*' "$serial" | tr -d '\r' | tail -1 | sed 's/^/    /' || echo "    (nothing yet in $serial)"
+  echo
+  echo "See it:"
+  echo "    export KUBECONFIG=$kubeconfig"
+  echo "    $assets/kubectl -n $namespace get virtualmachine $vm"
+  echo "    $assets/kubectl -n $namespace get virtualmachine $vm -o jsonpath='{.status.addresses}'"
+  echo "    virsh -c '$lab_virsh_uri' net-dhcp-leases $nat_network   # $address's lease"
+  echo "    grep -a BANLIEUE-LAB $serial"
+  echo "    virsh -c '$lab_virsh_uri' console $domain   # the serial console; Ctrl-] leaves"
 }
 
 # artifacts_volume gives the chart's artifacts PVC (banlieue-imagebuild/banlieue-artifacts) a
@@ -230,12 +322,10 @@ wait_for() {
 
 # ensure_lab_pool gives the lab host the dir pool "lab" the Provider maps standard to.
 ensure_lab_pool() {
-  local pki="pkipath=$BANLIEUE_LIBVIRT_PKI"
-  local uri="qemu+tls://127.0.0.1/system?$pki"
-  if ! virsh -c "$uri" pool-info lab >/dev/null 2>&1; then
+  if ! lab_virsh pool-info lab >/dev/null 2>&1; then
     mkdir -p "$libvirt_lab/pools/lab"
-    virsh -c "$uri" pool-define-as lab dir --target "$libvirt_lab/pools/lab" >/dev/null
-    virsh -c "$uri" pool-start lab >/dev/null
+    lab_virsh pool-define-as lab dir --target "$libvirt_lab/pools/lab" >/dev/null
+    lab_virsh pool-start lab >/dev/null
   fi
 }
 
@@ -257,9 +347,10 @@ status() {
     echo "\$ kubectl --kubeconfig $kubeconfig get virtualmachine,libvirtmachine -A"
     kubectl get virtualmachine,libvirtmachine -A
     echo
-    echo "\$ virsh -c 'qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki' list --all"
-    virsh -c "qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki" list --all
-    local domain="$namespace-lab-vm-01"
+    echo "\$ virsh -c '$lab_virsh_uri' list --all"
+    lab_virsh list --all
+    echo "\$ virsh -c '$lab_virsh_uri' net-dhcp-leases $nat_network"
+    lab_virsh net-dhcp-leases "$nat_network" || true
     echo "serial console log of $domain: $libvirt_lab/state/log/qemu/$domain-serial.log"
     echo "  (on the host it is /var/log/libvirt/qemu/$domain-serial.log; the lab keeps libvirt's state under $libvirt_lab/state)"
   fi
@@ -274,6 +365,7 @@ down() {
     kubectl delete virtualmachines --all --all-namespaces --wait --timeout=3m >/dev/null 2>&1 ||
       echo "lab: VirtualMachines not all deleted within 3 minutes; their domains may stay on the host" >&2
   fi
+  stop_nat_network
   hack/node.sh down
   for name in labsource labcluster; do stop "$name"; done
   # The roles of a lab from before the real node ran as local processes.
