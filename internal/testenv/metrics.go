@@ -3,11 +3,12 @@ package testenv
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -84,7 +85,13 @@ func (e *Env) ServiceAccountScraper(t testing.TB, name string) *Scraper {
 	if err != nil {
 		t.Fatalf("requesting a token of ServiceAccount %s/%s: %v", scraperNamespace, name, err)
 	}
-	return &Scraper{token: tr.Status.Token, client: &http.Client{
+	return NewScraper(tr.Status.Token)
+}
+
+// NewScraper is a Scraper with token, for a cluster the test reaches without an Env (the real
+// node's).
+func NewScraper(token string) *Scraper {
+	return &Scraper{token: token, client: &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	}}
@@ -95,10 +102,13 @@ func (s *Scraper) Anonymous() *Scraper { return &Scraper{client: s.client} }
 
 // Get fetches https://127.0.0.1:port/metrics and returns the status code and body; code 0
 // with the error text while the server does not answer.
-func (s *Scraper) Get(port int) (int, string) {
+func (s *Scraper) Get(port int) (int, string) { return s.GetFrom("127.0.0.1", port) }
+
+// GetFrom is Get of https://host:port/metrics: a pod's, by its IP.
+func (s *Scraper) GetFrom(host string, port int) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(host, strconv.Itoa(port))+"/metrics", nil)
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -4,9 +4,10 @@
 // writes the pod and Job statuses a cluster would, so the real controllers see real Job objects
 // and real transitions (active, then succeeded or failed with Complete or Failed conditions).
 // What a process writes to $BANLIEUE_TERMINATION_LOG becomes its pod's termination message, as
-// /dev/termination-log would. Only envtest suites use it (test/e2e/image and the image
-// controller's integration test); the lab runs Jobs as real pods on its node (hack/lab.sh,
-// docs/guides/real-node.md).
+// /dev/termination-log would. Only the image controller's envtest suites use it
+// (internal/provider/libvirt/image: import ownership and old-base collection, which configure the
+// reconciler's internals); the image pipeline runs its Jobs as real pods on the node
+// (test/node/pipeline_test.go), and so does the lab (hack/lab.sh, docs/guides/real-node.md).
 package jobrunner
 
 import (

@@ -271,6 +271,11 @@ func create(t *testing.T, c client.Client, o client.Object) {
 	if err := c.Create(t.Context(), o); err != nil {
 		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 	}
+	deleteWhenDone(t, c, o)
+}
+
+// deleteWhenDone deletes o when t ends and waits until it is gone.
+func deleteWhenDone(t *testing.T, c client.Client, o client.Object) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
