@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The real-node suite (test/node, build tag node) from empty node state, as CI runs it: a control
 # plane of its own (hack/labcluster, CRDs installed, nothing else of banlieue, so the chart
-# installs into it), the node (hack/node.sh), the libvirt lab host, then `go test -tags node`;
-# afterwards the node and the control plane are stopped and their state removed. Run as root.
+# installs into it), the node (hack/node.sh), the libvirt lab host, then `go test -tags node` of
+# test/node and of the image controller's suites on the node (internal/provider/libvirt/image,
+# node_suite_test.go); afterwards the node and the control plane are stopped and their state
+# removed. Run as root.
 #
-#   hack/node-test.sh            GO_TEST_FLAGS: extra go test flags (e.g. "-run TestHelm")
+#   hack/node-test.sh            GO_TEST_FLAGS: extra go test flags for test/node (e.g. "-run TestHelm");
+#                                IMAGE_SUITE_FLAGS: for the image controller's (a later -run wins)
 #
 # Env: BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node), BANLIEUE_LIBVIRT_LAB (the lab host).
 set -euo pipefail
@@ -49,4 +52,7 @@ hack/libvirt-lab.sh start "$libvirt_lab"
 source "$libvirt_lab/env"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 go test -tags node -count=1 -p 1 ${GO_TEST_FLAGS:-} ./test/node/
+# The image controller's suites whose import Jobs must run as pods (node_suite_test.go): after
+# test/node, whose installs they would collide with; their other, envtest suites run in hack/test.sh.
+go test -tags node -count=1 -run 'OnTheRealNode$' ${IMAGE_SUITE_FLAGS:-} ./internal/provider/libvirt/image/
 echo "node-test: done in $((SECONDS - start))s"

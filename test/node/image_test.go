@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -345,46 +344,11 @@ func httpsSource(t *testing.T, dir, containerDisk string) (caPEM []byte, baseURL
 // nodeIP is hack/node.sh's bridge address, the node IP: the host as pods reach it.
 const nodeIP = "10.244.0.1"
 
-// artifactsPV gives the chart's artifacts PVC a local PersistentVolume on the node, pre-bound
-// to the claim, under the node's state directory. The build pod's fsGroup makes it writable
-// for the non-root build (the local volume plugin applies fsGroup, as a provisioner's would).
+// artifactsPV gives the chart's artifacts PVC a local PersistentVolume on the node, under the
+// node's state directory; the build pod's fsGroup makes it writable for the non-root build.
 func artifactsPV(t *testing.T, n node) {
 	t.Helper()
-	dir := filepath.Join(n.dir, artifactsDir)
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-node-artifacts"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: buildNS, Name: "banlieue-artifacts"},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{n.name}}},
-			}}}},
-		},
-	}
-	ctx := t.Context()
-	_ = n.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
-	testenv.Eventually(t, 30*time.Second, "an earlier PersistentVolume "+pv.Name+" gone", func() error {
-		_, err := n.cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
-		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-	})
-	if _, err := n.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating PersistentVolume %s: %v", pv.Name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = n.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
-		_ = os.RemoveAll(dir)
-	})
+	testenv.LocalVolume(t, n.client(t), "banlieue-node-artifacts", n.name, filepath.Join(n.dir, artifactsDir), buildNS, "banlieue-artifacts")
 }
 
 // jobPod is the last pod of the Job name in the build namespace.

@@ -1,3 +1,5 @@
+//go:build node
+
 package image
 
 import (
@@ -10,30 +12,21 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
-	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
-	"banlieue.io/banlieue/test/jobrunner"
 )
 
-const (
-	artifactsPVC   = "banlieue-artifacts"
-	importSA       = "banlieue-import"
-	imagebuilderFM = banlieuev1.FieldManagerImagebuilder
-)
-
-// TestControllerAgainstLabHost runs the Provider and VMImage controllers against envtest and the
-// lab host, with the Job runner standing in for the kubelet.
-func TestControllerAgainstLabHost(t *testing.T) {
-	s := newLabSuite(t)
+// TestControllerOnTheRealNode runs the Provider and VMImage controllers against the real node
+// and the lab host (node_suite_test.go): every import Job is a pod of the node's kubelet.
+func TestControllerOnTheRealNode(t *testing.T) {
+	s := newNodeSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	artifacts := s.startControllers(ctx, t)
@@ -146,40 +139,6 @@ func TestControllerAgainstLabHost(t *testing.T) {
 			return !r.Ready && r.Reason == banlieuev1.ReasonUnsupportedSourceKind
 		})
 	})
-}
-
-// startControllers runs the Provider and VMImage controllers, with the Job runner standing in
-// for the kubelet, and returns the directory that stands for the artifacts PVC.
-func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	bin := testenv.Banlieue(t)
-	artifacts := t.TempDir()
-	(&jobrunner.Runner{
-		Client: s.env.Client, Binary: bin, Kubeconfig: s.env.Kubeconfig(t),
-		Volumes: map[string]string{artifactsPVC: artifacts}, Logf: t.Logf,
-	}).Start(t)
-	if err := s.env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-
-	testenv.SetLogger(t)
-	mgr := s.env.NewManager(t)
-	conns := hostconn.NewConnections()
-	t.Cleanup(conns.Close)
-	if err := (&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Connections: conns, Resync: 2 * time.Second}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
-		BuildNamespace: buildNamespace, ImportImage: "banlieue:test", ImportServiceAccount: importSA, WatchJobs: true,
-		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "build", Effect: corev1.TaintEffectNoSchedule}},
-		// Short, so that old bases are collected within the tests' waits.
-		OldBaseGrace: labOldBaseGrace,
-	}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartManager(t, mgr)
-	return artifacts
 }
 
 func (s *labSuite) pool(t *testing.T, name string) libvirt.StoragePool {

@@ -21,6 +21,7 @@ import (
 const (
 	providerNamespace = "banlieue-system"
 	buildNamespace    = "banlieue-imagebuild"
+	importSA          = "banlieue-import"
 )
 
 // labSuite is a real API server holding a Provider's credentials and the lab libvirtd.

@@ -1,3 +1,5 @@
+//go:build node
+
 package image
 
 import (
@@ -22,12 +24,12 @@ import (
 // labOldBaseGrace is the controllers' OldBaseGrace in these tests.
 const labOldBaseGrace = time.Second
 
-// TestOldBasesCollectedAgainstLabHost runs the controllers against envtest and the lab host: an
+// TestOldBasesCollectedOnTheRealNode runs the controllers against the real node and the lab host (node_suite_test.go): an
 // old base stays while a LibvirtMachine boots from it or an overlay backs onto it, and goes
 // (volume and marker) once neither does; the current base and strangers' volumes named like
 // old bases are never touched.
-func TestOldBasesCollectedAgainstLabHost(t *testing.T) {
-	s := newLabSuite(t)
+func TestOldBasesCollectedOnTheRealNode(t *testing.T) {
+	s := newNodeSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	artifacts := s.startControllers(ctx, t)

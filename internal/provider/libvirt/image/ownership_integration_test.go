@@ -1,8 +1,11 @@
+//go:build node
+
 package image
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,10 +23,10 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// TestReimportKeepsBasesAgainstLabHost runs the controllers against envtest and the lab host:
+// TestReimportKeepsBasesOnTheRealNode runs the controllers against the real node and the lab host (node_suite_test.go):
 // an imported base is never replaced, deleted or shared, and never written over a stranger's.
-func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
-	s := newLabSuite(t)
+func TestReimportKeepsBasesOnTheRealNode(t *testing.T) {
+	s := newNodeSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	artifacts := s.startControllers(ctx, t)
@@ -120,10 +123,10 @@ func TestReimportKeepsBasesAgainstLabHost(t *testing.T) {
 	})
 }
 
-// TestImportJobsAgainstLabHost: import Jobs are one per VMImage, Provider and pool whatever the
+// TestImportJobsOnTheRealNode: import Jobs are one per VMImage, Provider and pool whatever the
 // names, and a Job banlieue did not create is neither adopted nor deleted.
-func TestImportJobsAgainstLabHost(t *testing.T) {
-	s := newLabSuite(t)
+func TestImportJobsOnTheRealNode(t *testing.T) {
+	s := newNodeSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	artifacts := s.startControllers(ctx, t)
@@ -177,7 +180,7 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		img := s.createImage(ctx, t, "squatted", urlSource("squatted"))
 		src := writeFile(t, filepath.Join(artifacts, "squatted.raw"), 1<<20, []int64{0}, 1<<20)
 		// Someone else's Job at the name, copying the labels and annotations banlieue's would
-		// carry (but app.kubernetes.io/name, so that the Job runner leaves it alone).
+		// carry, suspended so that the node's Job controller starts no pod of it.
 		foreign := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: ImportJobName("squatted", providerNamespace, "lab", names[1]), Namespace: buildNamespace,
@@ -211,8 +214,12 @@ func TestImportJobsAgainstLabHost(t *testing.T) {
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.UID != foreign.UID || got.ResourceVersion != foreign.ResourceVersion {
-			t.Errorf("the foreign Job was replaced or changed (uid %s, resourceVersion %s → %s)", got.UID, foreign.ResourceVersion, got.ResourceVersion)
+		// Its metadata and spec, that is: the node's Job controller writes the suspended Job's
+		// status (condition Suspended), which moves resourceVersion but not generation.
+		if got.UID != foreign.UID || got.Generation != foreign.Generation || !maps.Equal(got.Labels, foreign.Labels) ||
+			!maps.Equal(got.Annotations, foreign.Annotations) || len(got.OwnerReferences) != 0 || len(got.Finalizers) != 0 {
+			t.Errorf("the foreign Job was replaced or changed: uid %s, generation %d → %d, labels %v, annotations %v, owners %v, finalizers %v",
+				got.UID, foreign.Generation, got.Generation, got.Labels, got.Annotations, got.OwnerReferences, got.Finalizers)
 		}
 		if _, ok := s.volumes(ctx, t, pools[1])[providerlibvirt.ArtifactVolumeName("squatted", testenv.FileSHA256(t, src), false)]; ok {
 			t.Errorf("pool %s holds the image though only the foreign Job has its name", names[1])
