@@ -2,8 +2,6 @@ package image
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -86,10 +84,4 @@ func (s *labSuite) volumes(ctx context.Context, t *testing.T, pool libvirt.Stora
 		out[v.Name] = v
 	}
 	return out
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
