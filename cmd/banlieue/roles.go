@@ -37,6 +37,7 @@ func (r *role) run(cmd *cobra.Command, opts app.Options) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
 	var customize func(*manager.Options)
 	if r.customize != nil {
 		customize = func(o *manager.Options) { r.customize(o, opts) }

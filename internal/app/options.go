@@ -27,7 +27,21 @@ type Options struct {
 	LeaderElectionIdentity  string
 	// Workers is how many objects each of the role's controllers reconciles at once (--workers).
 	Workers int
+	// KubeAPIQPS and KubeAPIBurst bound the role's requests to the API server (--kube-api-qps,
+	// --kube-api-burst). client-go's own default, 5 per second with bursts of 10, is what a
+	// kubeconfig without them gets: it held 200 VMs to 2.5 realised per second whatever the
+	// workers (docs/performance.md, "Load"). The API server's priority and fairness is what
+	// protects it; this only keeps a runaway role from hogging its share.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 }
+
+// Default request limits of every role: those of kube-controller-manager's --kube-api-qps and
+// --kube-api-burst.
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+)
 
 // MaxWorkers caps --workers: a typo must not open hundreds of concurrent passes against the
 // API server or, in the provider, against one libvirtd (whose own limits are per host:
@@ -65,6 +79,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 		"this process's identity in the lease (env BANLIEUE_LEADER_ELECTION_IDENTITY; default POD_NAME, then HOSTNAME)")
 	fs.IntVar(&o.Workers, "workers", EnvInt("BANLIEUE_WORKERS", defaultWorkers),
 		fmt.Sprintf("objects each controller of the role reconciles at once, 1 to %d (env BANLIEUE_WORKERS)", MaxWorkers))
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", envFloat("BANLIEUE_KUBE_API_QPS", DefaultKubeAPIQPS),
+		"requests per second to the API server, sustained (env BANLIEUE_KUBE_API_QPS)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", EnvInt("BANLIEUE_KUBE_API_BURST", DefaultKubeAPIBurst),
+		"requests to the API server in a burst above --kube-api-qps (env BANLIEUE_KUBE_API_BURST)")
 }
 
 // Validate rejects values the manager would otherwise misinterpret.
@@ -82,6 +100,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > MaxWorkers {
 		return fmt.Errorf("invalid --workers: %d: want 1 to %d", o.Workers, MaxWorkers)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		return fmt.Errorf("invalid --kube-api-qps/--kube-api-burst: %v/%d: both must be positive", o.KubeAPIQPS, o.KubeAPIBurst)
 	}
 	if !o.NoLeaderElect && (o.LeaderElectionID == "" || o.LeaderElectionNamespace == "") {
 		return fmt.Errorf("invalid --leader-election-id/--leader-election-namespace: both must be set unless --no-leader-elect")
@@ -104,6 +125,14 @@ func defaultIdentity() string {
 func envString(name, fallback string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v
+	}
+	return fallback
+}
+
+// envFloat is the number in environment variable name, fallback when it is unset or not a number.
+func envFloat(name string, fallback float64) float64 {
+	if f, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil {
+		return f
 	}
 	return fallback
 }
