@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"banlieue.io/banlieue/pkg/extentdigest"
 )
 
 // FileSHA256 is the hex sha256 of a file, e.g. a volume read straight from its pool directory.
@@ -21,4 +23,21 @@ func FileSHA256(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FileExtentDigest is the extent digest (pkg/extentdigest) of a whole file, fed in one write:
+// the reference a build's or an import's digest is compared with.
+func FileExtentDigest(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := extentdigest.New(int64(len(b)))
+	_, _ = x.Write(b)
+	d, err := x.Sum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

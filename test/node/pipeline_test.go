@@ -29,7 +29,6 @@ import (
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
-	"banlieue.io/banlieue/pkg/extentdigest"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -139,7 +138,7 @@ func TestImagePipelineOnTheRealNode(t *testing.T) {
 		}
 		// The build publishes the extent digest beside the sha256 (ADR-0134), and every import
 		// Job verifies with it.
-		if wantExtent := extentDigestOf(t, rawA); a.ExtentDigest != wantExtent {
+		if wantExtent := testenv.FileExtentDigest(t, rawA); a.ExtentDigest != wantExtent {
 			t.Errorf("buildArtifact.extentDigest = %q, want %s", a.ExtentDigest, wantExtent)
 		}
 		builds := s.jobs(t, "cirros", imagebuilder.ComponentBuild)
@@ -622,20 +621,4 @@ func isoImage(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// extentDigestOf is the extent digest of the whole file at path.
-func extentDigestOf(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := extentdigest.New(int64(len(b)))
-	_, _ = x.Write(b)
-	d, err := x.Sum()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
