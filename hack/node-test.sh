@@ -54,5 +54,6 @@ source "$libvirt_lab/env"
 go test -tags node -count=1 -p 1 ${GO_TEST_FLAGS:-} ./test/node/
 # The image controller's suites whose import Jobs must run as pods (node_suite_test.go): after
 # test/node, whose installs they would collide with; their other, envtest suites run in hack/test.sh.
+# shellcheck disable=SC2086 # IMAGE_SUITE_FLAGS is a list of flags
 go test -tags node -count=1 -run 'OnTheRealNode$' ${IMAGE_SUITE_FLAGS:-} ./internal/provider/libvirt/image/
 echo "node-test: done in $((SECONDS - start))s"

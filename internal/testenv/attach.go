@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"os"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,4 +24,18 @@ func Attach(t testing.TB, kubeconfig string) *Env {
 		t.Fatal(err)
 	}
 	return &Env{Config: cfg, Client: c}
+}
+
+// RealNode is where hack/node.sh keeps the real node: its state directory, which holds the
+// kubeconfig of its control plane (BANLIEUE_NODE_DIR, default /var/tmp/banlieue-node), and its
+// Node name (BANLIEUE_NODE_NAME, default banlieue-node).
+func RealNode() (dir, name string) {
+	dir, name = os.Getenv("BANLIEUE_NODE_DIR"), os.Getenv("BANLIEUE_NODE_NAME")
+	if dir == "" {
+		dir = "/var/tmp/banlieue-node"
+	}
+	if name == "" {
+		name = "banlieue-node"
+	}
+	return dir, name
 }

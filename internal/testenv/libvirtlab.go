@@ -37,6 +37,19 @@ func RequireLibvirtLab(t testing.TB) LibvirtLab {
 	return LabFromEnv(dir)
 }
 
+// RequirePodLibvirtLab is RequireLibvirtLab with Endpoint the address the real node's pods reach
+// the lab host on (BANLIEUE_LIBVIRT_POD_ENDPOINT, the node's bridge, which the host reaches too):
+// for a Provider whose provider or import pods run on the node.
+func RequirePodLibvirtLab(t testing.TB) LibvirtLab {
+	t.Helper()
+	lab := RequireLibvirtLab(t)
+	lab.Endpoint = os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
+	if lab.Endpoint == "" {
+		MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start (a lab from before the node's address is restarted by it) and source its env file")
+	}
+	return lab
+}
+
 // Read returns a file of the lab's PKI, e.g. "clientkey.pem" or "untrusted/clientcert.pem".
 func (l LibvirtLab) Read(t testing.TB, name string) []byte {
 	t.Helper()

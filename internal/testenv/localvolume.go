@@ -2,13 +2,11 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,11 +38,8 @@ func LocalVolume(t *testing.T, c client.Client, name, node, dir, namespace, clai
 		},
 	}
 	ctx := t.Context()
-	_ = c.Delete(ctx, pv)
-	Eventually(t, 30*time.Second, "an earlier PersistentVolume "+name+" gone", func() error {
-		err := c.Get(ctx, client.ObjectKey{Name: name}, &corev1.PersistentVolume{})
-		return Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-	})
+	_ = c.Delete(ctx, pv) // an earlier run's
+	WaitGone(ctx, t, c, pv, 30*time.Second)
 	if err := c.Create(ctx, pv); err != nil {
 		t.Fatalf("creating PersistentVolume %s: %v", name, err)
 	}

@@ -35,7 +35,9 @@ type Scraper struct {
 }
 
 // MetricsReader is a Scraper with the token of a ServiceAccount bound to ClusterRole
-// banlieue-metrics-reader, created from config/rbac/metrics-reader.yaml as shipped.
+// banlieue-metrics-reader, created from config/rbac/metrics-reader.yaml as shipped unless an
+// install made it already. On an attached cluster (Attach) the binding and the ServiceAccount
+// are removed when t ends.
 func (e *Env) MetricsReader(t testing.TB) *Scraper {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -60,6 +62,14 @@ func (e *Env) MetricsReader(t testing.TB) *Scraper {
 	}
 	if err := e.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("binding %s to ClusterRole %s: %v", name, role.Name, err)
+	}
+	if e.env == nil {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = e.Client.Delete(ctx, binding)
+			_ = e.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: scraperNamespace, Name: name}})
+		})
 	}
 	return scraper
 }

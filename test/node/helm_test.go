@@ -189,8 +189,5 @@ func (n node) client(t *testing.T) client.Client {
 // next install's --create-namespace (or apply) and then refuse its objects.
 func waitNamespaceGone(ctx context.Context, t *testing.T, n node, ns string) {
 	t.Helper()
-	testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" gone", func() error {
-		_, err := n.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-	})
+	testenv.WaitGone(ctx, t, n.client(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, 2*time.Minute)
 }

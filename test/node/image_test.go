@@ -48,43 +48,19 @@ const (
 // VirtualMachine of examples/17's shape (the tiny guest) → its domain runs on the lab host.
 func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 	n := requireNode(t)
-	lab := testenv.RequireLibvirtLab(t)
-	endpoint := os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
-	if endpoint == "" {
-		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start and source its env file")
-	}
+	lab := testenv.RequirePodLibvirtLab(t)
 	start := time.Now()
 	guest := guestImage(t)
 	caPEM, baseURL, ociRef := httpsSource(t, filepath.Dir(guest), guest)
 
-	importImage(t)
-	artifactsPV(t, n)
-	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
-		"--set", "imagebuilder.limits.allowNetworks={10.244.0.1/32}")
-	waitRolesReady(t, n, corev1.PullNever)
+	c := installForSources(t, n, caPEM)
 	ctx := t.Context()
-	c := n.client(t)
 	t.Logf("release installed and Ready after %v", time.Since(start).Round(time.Second))
-
-	// The trust option as the guide gives it: a ConfigMap of CA bundles in the build namespace.
-	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sourceCA, Namespace: buildNS},
-		Data: map[string]string{"ca.crt": string(caPEM)}})
 
 	host := labhost.Dial(t, lab)
 	pool := "node-" + testenv.RunID()
 	labhost.CreatePool(ctx, t, host, lab, pool)
-	const provider, secret, ca = "lab-host", "libvirt-lab-creds", "libvirt-lab-ca"
-	creds, err := lab.Credentials(systemNS, secret, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab.Endpoint = endpoint
-	p := lab.Provider(systemNS, provider, secret, ca, banlieuev1.ProviderCapabilities{
-		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": pool}}},
-	})
-	for _, o := range append(creds, p) {
-		create(t, c, o)
-	}
+	provider := labProvider(t, c, lab, banlieuev1.StorageClassMapping{Name: "standard", Target: map[string]string{"pool": pool}}).Name
 
 	// The image, the class, the user-data and the machine of examples/17, with the tiny guest.
 	const imageName, vmName = "node-guest", "node-vm-01"
@@ -262,6 +238,24 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 	t.Logf("OCI containerDisk %s built and imported into %s in %v", ociRef, pool, time.Since(start).Round(time.Second))
 }
 
+// installForSources installs the release for builds from hack/labsource on the node's bridge:
+// the artifacts PersistentVolume, the chart with the trust option for a private CA
+// (imagebuilder.jobs.caBundleConfigMap) and the allow-list for the source's network, and then
+// the trust option as the guide gives it, a ConfigMap of CA bundles in the build namespace. It
+// returns a client of the node's API server.
+func installForSources(t *testing.T, n node, caPEM []byte) client.Client {
+	t.Helper()
+	importImage(t)
+	artifactsPV(t, n)
+	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
+		"--set", "imagebuilder.limits.allowNetworks={"+nodeIP+"/32}")
+	waitRolesReady(t, n, corev1.PullNever)
+	c := n.client(t)
+	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sourceCA, Namespace: buildNS},
+		Data: map[string]string{"ca.crt": string(caPEM)}})
+	return c
+}
+
 // create creates o and, when t ends, deletes it and waits until it is gone: a Provider's
 // workload and a VMImage's finalizer are the release's to remove before helm uninstall runs
 // (cleanups run last first).
@@ -279,11 +273,7 @@ func deleteWhenDone(t *testing.T, c client.Client, o client.Object) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_ = c.Delete(ctx, o)
-		key := client.ObjectKeyFromObject(o)
-		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%T %s deleted", o, key), func() error {
-			err := c.Get(ctx, key, o.DeepCopyObject().(client.Object))
-			return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-		})
+		testenv.WaitGone(ctx, t, c, o, 2*time.Minute)
 	})
 }
 

@@ -53,8 +53,7 @@ type node struct {
 // requireNode returns the running node of hack/node.sh, or skips t.
 func requireNode(t *testing.T) node {
 	t.Helper()
-	dir := envOr("BANLIEUE_NODE_DIR", "/var/tmp/banlieue-node")
-	name := envOr("BANLIEUE_NODE_NAME", "banlieue-node")
+	dir, name := testenv.RealNode()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kubeconfig); err != nil {
 		testenv.MissingPrerequisite(t, "the real node is not up (no "+kubeconfig+"): run hack/lab.sh up && hack/node.sh up")
@@ -83,13 +82,6 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // release is what `make release` writes (hack/release.sh), made once per test binary: the

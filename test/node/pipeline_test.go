@@ -3,7 +3,6 @@
 package node
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -15,13 +14,9 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -44,11 +39,7 @@ const (
 // series are read from the pods' /metrics by a scraper bound to banlieue-metrics-reader.
 func TestImagePipelineOnTheRealNode(t *testing.T) {
 	n := requireNode(t)
-	lab := testenv.RequireLibvirtLab(t)
-	endpoint := os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
-	if endpoint == "" {
-		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start and source its env file")
-	}
+	lab := testenv.RequirePodLibvirtLab(t)
 	for _, tool := range []string{"qemu-img", "qemu-io"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.MissingPrerequisite(t, tool+" not installed (qemu-utils)")
@@ -60,37 +51,24 @@ func TestImagePipelineOnTheRealNode(t *testing.T) {
 	ociDisk, rawOCI := qcow2Image(t, t.TempDir(), "tiny", "8M", 0x5a, "1M")
 	caPEM, baseURL, ociRef := httpsSource(t, served, ociDisk)
 
-	importImage(t)
-	artifactsPV(t, n)
-	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
-		"--set", "imagebuilder.limits.allowNetworks={10.244.0.1/32}")
-	waitRolesReady(t, n, corev1.PullNever)
+	c := installForSources(t, n, caPEM)
 	ctx := t.Context()
-	c := n.client(t)
-	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sourceCA, Namespace: buildNS},
-		Data: map[string]string{"ca.crt": string(caPEM)}})
 
 	host := labhost.Dial(t, lab)
 	pools := []string{"pipe-a-" + testenv.RunID(), "pipe-b-" + testenv.RunID()}
 	for _, pool := range pools {
 		labhost.CreatePool(ctx, t, host, lab, pool)
 	}
-	const provider, secret, ca = "lab-host", "libvirt-lab-creds", "libvirt-lab-ca"
-	creds, err := lab.Credentials(systemNS, secret, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab.Endpoint = endpoint
 	var classes []banlieuev1.StorageClassMapping
 	for i, pool := range pools {
 		classes = append(classes, banlieuev1.StorageClassMapping{Name: fmt.Sprintf("sc-%d", i), Target: map[string]string{"pool": pool}})
 	}
-	for _, o := range append(creds, lab.Provider(systemNS, provider, secret, ca, banlieuev1.ProviderCapabilities{StorageClasses: classes})) {
-		create(t, c, o)
-	}
-	s := pipeline{t: t, n: n, c: c, host: host, provider: provider, pools: pools}
-	s.waitProviderReady()
-	s.scraper = metricsReader(t, n)
+	p := labProvider(t, c, lab, classes...)
+	waitProviderReady(t, n, c, p)
+	provider := p.Name
+	s := pipeline{t: t, n: n, c: c, host: host, provider: provider, pools: pools,
+		// As a cluster's monitoring reads them: bound to the release's banlieue-metrics-reader.
+		scraper: testenv.Attach(t, filepath.Join(n.dir, "kubeconfig")).MetricsReader(t)}
 
 	// importedEverywhere waits for the Provider's row to be ready with one zone per pool, then
 	// checks each pool's volume holds want.
@@ -388,19 +366,6 @@ type pipeline struct {
 	scraper  *testenv.Scraper
 }
 
-func (s pipeline) waitProviderReady() {
-	s.t.Helper()
-	testenv.Eventually(s.t, 4*time.Minute, "Provider "+s.provider+" Ready with its workload", func() error {
-		var p banlieuev1.Provider
-		if err := s.c.Get(s.t.Context(), client.ObjectKey{Namespace: systemNS, Name: s.provider}, &p); err != nil {
-			return err
-		}
-		w := p.Status.Workload
-		return testenv.Unmet(meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) && w != nil && w.ReadyReplicas >= 1,
-			fmt.Sprintf("status %+v; pods: %s", p.Status, podStates(s.t.Context(), s.n, systemNS)))
-	})
-}
-
 // createImage creates the image for the whole test, not the case: later cases change it.
 func (s pipeline) createImage(t *testing.T, imageName, importFrom, sum string) {
 	t.Helper()
@@ -560,37 +525,6 @@ func (before jobSeriesSample) expectGrowth(t *testing.T, s pipeline, want map[st
 		}
 		return testenv.Unmet(len(off) == 0, strings.Join(off, "; "))
 	})
-}
-
-// metricsReader is a scraper with the token of a ServiceAccount the test binds to the release's
-// banlieue-metrics-reader, as a cluster's monitoring is bound.
-func metricsReader(t *testing.T, n node) *testenv.Scraper {
-	t.Helper()
-	ctx := t.Context()
-	const name = "node-test-metrics-reader"
-	sa, err := n.cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating ServiceAccount %s: %v", name, err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "banlieue-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNS, Name: name}},
-	}
-	if _, err := n.cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("binding %s to banlieue-metrics-reader: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = n.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = n.cs.CoreV1().ServiceAccounts(systemNS).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	tr, err := n.cs.CoreV1().ServiceAccounts(systemNS).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token of %s: %v", name, err)
-	}
-	return testenv.NewScraper(tr.Status.Token)
 }
 
 // qcow2Image makes a qcow2 disk of size bytes with one 1 MiB block of pattern at offset, and the

@@ -3,14 +3,11 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,63 +25,21 @@ import (
 // ProviderReachable with its failure domains.
 func TestProviderPodProbesTheLabHost(t *testing.T) {
 	n := requireNode(t)
-	lab := testenv.RequireLibvirtLab(t)
-	endpoint := os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
-	if endpoint == "" {
-		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start (a lab from before the node's address is restarted by it) and source its env file")
-	}
+	lab := testenv.RequirePodLibvirtLab(t)
 	importImage(t)
 	installChart(t, n)
 	waitRolesReady(t, n, corev1.PullNever)
 	ctx := t.Context()
 	c := n.client(t)
 
-	const name, secret, ca = "lab-host", "libvirt-lab-creds", "libvirt-lab-ca"
-	creds, err := lab.Credentials(systemNS, secret, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lab.Endpoint = endpoint
 	// A pool of its own: the lab host holds no pool before a test makes one (a "default" left
 	// by an earlier suite made this pass only after those suites).
 	pool := "node-" + testenv.RunID()
 	labhost.CreatePool(ctx, t, labhost.Dial(t, lab), lab, pool)
-	p := lab.Provider(systemNS, name, secret, ca, banlieuev1.ProviderCapabilities{
-		StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": pool}}},
-	})
-	for _, o := range append(creds, p) {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	t.Cleanup(func() {
-		// Before the release goes (cleanups run last first): the operator removes the workload.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		for _, o := range append(creds, p) {
-			_ = c.Delete(ctx, o)
-		}
-		testenv.Eventually(t, 2*time.Minute, "Provider "+name+" deleted", func() error {
-			err := c.Get(ctx, client.ObjectKeyFromObject(p), &banlieuev1.Provider{})
-			return testenv.Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
-		})
-	})
-
-	var got banlieuev1.Provider
-	testenv.Eventually(t, 4*time.Minute, "Provider "+name+" Ready with failure domains", func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
-			return err
-		}
-		ready := meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionReady)
-		reachable := meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionProviderReachable)
-		// The provider may report the host before its own pod passes the readiness probe; the
-		// operator then records the Ready replica in status.workload.
-		w := got.Status.Workload
-		return testenv.Unmet(ready && reachable && len(got.Status.FailureDomains) > 0 && w != nil && w.ReadyReplicas >= 1,
-			fmt.Sprintf("status %+v; pods: %s", got.Status, podStates(ctx, n, systemNS)))
-	})
+	p := labProvider(t, c, lab, banlieuev1.StorageClassMapping{Name: "standard", Target: map[string]string{"pool": pool}})
+	got := waitProviderReady(t, n, c, p)
 	w := got.Status.Workload
-	t.Logf("Provider %s Ready through %s/%s; failure domains %+v", name, w.Namespace, w.DeploymentName, got.Status.FailureDomains)
+	t.Logf("Provider %s Ready through %s/%s; failure domains %+v", p.Name, w.Namespace, w.DeploymentName, got.Status.FailureDomains)
 
 	// The operator's objects, and the pod really on the node under the workload's account.
 	if _, err := n.cs.CoreV1().ServiceAccounts(w.Namespace).Get(ctx, w.DeploymentName, metav1.GetOptions{}); err != nil {
@@ -120,4 +75,43 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// labProvider creates for t the lab host's credentials Secret and CA ConfigMap, as the guide's
+// step 2 does, and Provider lab-host on them with classes. They are deleted, the Provider
+// waited out, when t ends: before the release goes (cleanups run last first), since the operator
+// removes the workload.
+func labProvider(t *testing.T, c client.Client, lab testenv.LibvirtLab, classes ...banlieuev1.StorageClassMapping) *banlieuev1.Provider {
+	t.Helper()
+	const name, secret, ca = "lab-host", "libvirt-lab-creds", "libvirt-lab-ca"
+	creds, err := lab.Credentials(systemNS, secret, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := lab.Provider(systemNS, name, secret, ca, banlieuev1.ProviderCapabilities{StorageClasses: classes})
+	for _, o := range append(creds, p) {
+		create(t, c, o)
+	}
+	return p
+}
+
+// waitProviderReady waits until p is Ready and reachable with failure domains and the
+// operator's workload has a Ready replica, and returns it.
+func waitProviderReady(t *testing.T, n node, c client.Client, p *banlieuev1.Provider) banlieuev1.Provider {
+	t.Helper()
+	ctx := t.Context()
+	var got banlieuev1.Provider
+	testenv.Eventually(t, 4*time.Minute, "Provider "+p.Name+" Ready with failure domains", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
+			return err
+		}
+		ready := meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionReady)
+		reachable := meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionProviderReachable)
+		// The provider may report the host before its own pod passes the readiness probe; the
+		// operator then records the Ready replica in status.workload.
+		w := got.Status.Workload
+		return testenv.Unmet(ready && reachable && len(got.Status.FailureDomains) > 0 && w != nil && w.ReadyReplicas >= 1,
+			fmt.Sprintf("status %+v; pods: %s", got.Status, podStates(ctx, n, systemNS)))
+	})
+	return got
 }

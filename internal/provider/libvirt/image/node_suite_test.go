@@ -11,14 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -51,26 +49,19 @@ const (
 // namespaces created (and, at the end, removed) on the node's API server.
 func newNodeSuite(t *testing.T) *labSuite {
 	t.Helper()
-	nodeDir := envOr("BANLIEUE_NODE_DIR", "/var/tmp/banlieue-node")
+	nodeDir, _ := testenv.RealNode()
 	kubeconfig := filepath.Join(nodeDir, "kubeconfig")
 	if _, err := os.Stat(kubeconfig); err != nil {
 		testenv.MissingPrerequisite(t, "the real node is not up (no "+kubeconfig+"): run hack/node-test.sh")
 	}
-	s := &labSuite{lab: testenv.RequireLibvirtLab(t)}
-	endpoint := os.Getenv("BANLIEUE_LIBVIRT_POD_ENDPOINT")
-	if endpoint == "" {
-		testenv.MissingPrerequisite(t, "BANLIEUE_LIBVIRT_POD_ENDPOINT is not set: hack/libvirt-lab.sh start and source its env file")
-	}
-	s.host = labhost.Dial(t, s.lab)
 	// The Provider names the address the import pods dial; the host reaches it too (the bridge).
-	s.lab.Endpoint = endpoint
+	s := &labSuite{lab: testenv.RequirePodLibvirtLab(t)}
+	s.host = labhost.Dial(t, s.lab)
 	s.env = testenv.Attach(t, kubeconfig)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	for _, ns := range []string{providerNamespace, buildNamespace} {
-		s.waitNamespaceGone(ctx, t, ns)
-	}
-	t.Cleanup(s.removeNamespaces)
+	s.waitNamespacesGone(ctx, t)
+	t.Cleanup(func() { s.removeNamespaces(t) })
 	s.env.CreateLabNamespace(ctx, t, s.lab, providerNamespace, "lab-creds", "lab-ca")
 	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: buildNamespace}})
 	s.grantImports(ctx, t)
@@ -98,7 +89,7 @@ func (s *labSuite) startControllers(ctx context.Context, t *testing.T) string {
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	artifacts := s.artifactsVolume(ctx, t, envOr("BANLIEUE_NODE_DIR", "/var/tmp/banlieue-node"))
+	artifacts := s.artifactsVolume(ctx, t)
 	testenv.StartManager(t, mgr)
 	return artifacts
 }
@@ -128,13 +119,14 @@ func loadImage(t *testing.T) string {
 }
 
 // grantImports gives the import account what the operator grants a Provider's import account
-// (internal/operator/rules.go, importRoleRules): the Providers and their credentials, read-only.
+// (internal/operator/rules.go, importRoleRules): Provider "lab", the one every suite here
+// creates, and its credentials, read-only, by name.
 func (s *labSuite) grantImports(ctx context.Context, t *testing.T) {
 	t.Helper()
 	s.env.Create(ctx, t,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: buildNamespace}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: importSA, Namespace: providerNamespace}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{banlieuev1.GroupVersion.Group}, Resources: []string{"providers"}, Verbs: []string{"get"}},
+			{APIGroups: []string{banlieuev1.GroupVersion.Group}, Resources: []string{"providers"}, Verbs: []string{"get"}, ResourceNames: []string{"lab"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"lab-creds"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"lab-ca"}},
 		}},
@@ -146,11 +138,12 @@ func (s *labSuite) grantImports(ctx context.Context, t *testing.T) {
 
 // artifactsVolume binds the artifacts PVC to a local PersistentVolume on the node, under its
 // state directory, and returns that directory.
-func (s *labSuite) artifactsVolume(ctx context.Context, t *testing.T, nodeDir string) string {
+func (s *labSuite) artifactsVolume(ctx context.Context, t *testing.T) string {
 	t.Helper()
+	nodeDir, nodeName := testenv.RealNode()
 	dir := filepath.Join(nodeDir, "image-suite-artifacts")
 	const pvName = "banlieue-image-suite-artifacts"
-	testenv.LocalVolume(t, s.env.Client, pvName, envOr("BANLIEUE_NODE_NAME", "banlieue-node"), dir, buildNamespace, artifactsPVC)
+	testenv.LocalVolume(t, s.env.Client, pvName, nodeName, dir, buildNamespace, artifactsPVC)
 	s.env.Create(ctx, t, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: artifactsPVC, Namespace: buildNamespace},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -166,7 +159,7 @@ func (s *labSuite) artifactsVolume(ctx context.Context, t *testing.T, nodeDir st
 // removeNamespaces ends a suite on the shared control plane: after its controllers stopped,
 // nobody removes the finalizers of its Providers and VMImages, so the test does, then deletes
 // its namespaces and waits until they are gone for the next suite.
-func (s *labSuite) removeNamespaces() {
+func (s *labSuite) removeNamespaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := s.env.Client
@@ -188,39 +181,16 @@ func (s *labSuite) removeNamespaces() {
 	for _, ns := range []string{providerNamespace, buildNamespace} {
 		_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	for _, ns := range []string{providerNamespace, buildNamespace} {
-		if err := s.namespaceGone(ctx, ns); err != nil {
-			fmt.Fprintf(os.Stderr, "namespace %s: %v\n", ns, err)
-		}
-	}
+	s.waitNamespacesGone(ctx, t)
 }
 
-func (s *labSuite) waitNamespaceGone(ctx context.Context, t *testing.T, ns string) {
+// waitNamespacesGone waits until the suite's namespaces do not exist (an earlier suite's, or its
+// own at the end, still terminating).
+func (s *labSuite) waitNamespacesGone(ctx context.Context, t *testing.T) {
 	t.Helper()
-	if err := s.namespaceGone(ctx, ns); err != nil {
-		t.Fatalf("namespace %s of an earlier suite: %v", ns, err)
+	for _, ns := range []string{providerNamespace, buildNamespace} {
+		testenv.WaitGone(ctx, t, s.env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, 2*time.Minute)
 	}
-}
-
-func (s *labSuite) namespaceGone(ctx context.Context, ns string) error {
-	for {
-		err := s.env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("still there (%v)", err)
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func envOr(key, def string) string {
-	if v := strings.TrimSpace(os.Getenv(key)); v != "" {
-		return v
-	}
-	return def
 }
 
 func randomHex(n int) string {
