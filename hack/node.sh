@@ -367,7 +367,12 @@ remove_cgroups() {
 
 down() {
   local name
-  assets="$(hack/node-assets.sh | tail -1)"
+  # The binaries (kube-proxy's cleanup, ctr) only for a node that left state behind: on a fresh
+  # machine there is nothing to stop, and down (hack/lab.sh down, .ci/run's cleanup) must not
+  # build the node first.
+  if [[ -s "$dir/kube-proxy/config.yaml" ]] || running "$dir/containerd.pid"; then
+    assets="$(hack/node-assets.sh | tail -1)"
+  fi
   stop kube-proxy
   # kube-proxy's own cleanup removes exactly its KUBE-* chains and rules (never libvirt's).
   if [[ -s "$dir/kube-proxy/config.yaml" ]]; then
