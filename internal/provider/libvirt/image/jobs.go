@@ -143,17 +143,31 @@ func artifactPath(file string) string {
 	return path.Join(artifactsMount, path.Clean("/"+file))
 }
 
-// jobZone maps an existing import Job onto its pool's zone. A failed pod whose retry is already
-// running is still importing: the retry exists to finish what the first attempt left.
+// jobZone maps an existing import Job onto its pool's zone. A failed pod whose retry is running,
+// or waits out the Job controller's back-off, is still importing: the retry exists to finish
+// what the first attempt left. Only the Job's own verdict (jobFailed) fails the zone.
 func jobZone(pool string, job *batchv1.Job) banlieuev1.ImageZoneStatus {
 	switch {
 	case job.Status.Succeeded > 0:
 		return banlieuev1.ImageZoneStatus{Name: pool, Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: pool + "/" + job.Name}
-	case job.Status.Failed > 0 && job.Status.Active == 0:
+	case jobFailed(job):
 		return notReadyZone(pool, banlieuev1.ReasonImportFailed, failedMessage(job))
 	default:
 		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job running")
 	}
+}
+
+// jobFailed tells whether the Job controller gave the Job up: its Failed condition, or
+// FailureTarget, which it sets first while the last pods terminate. Failed pods alone are no
+// verdict: between a pod's failure and its retry's creation (the back-off, 10 s and more) the
+// Job has failed pods and none active.
+func jobFailed(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // failedMessage is the zone's message for a failed import Job. A Job stopped at its deadline

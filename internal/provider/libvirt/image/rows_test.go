@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -64,13 +65,18 @@ func TestURLRowAndJobZones(t *testing.T) {
 	done := jobZone("a", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j"}, Status: batchv1.JobStatus{Succeeded: 1}})
 	running := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1}})
 	retrying := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Active: 1, Failed: 1}})
-	failed := jobZone("c", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "jc"}, Status: batchv1.JobStatus{Failed: 2}})
+	// The first pod failed and the retry is not created yet (the Job controller's back-off).
+	backingOff := jobZone("b", &batchv1.Job{Status: batchv1.JobStatus{Failed: 1}})
+	failed := jobZone("c", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "jc"}, Status: batchv1.JobStatus{Failed: 2,
+		Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded}}}})
+	failing := jobZone("c", &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "jc"}, Status: batchv1.JobStatus{Failed: 2, Active: 0,
+		Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded}}}})
 	if !done.Ready || done.ResolvedRef != "a/j" || done.Reason != banlieuev1.ReasonReconciled {
 		t.Errorf("succeeded: %+v", done)
 	}
-	if running.Reason != banlieuev1.ReasonImporting || retrying.Reason != banlieuev1.ReasonImporting || failed.Reason != banlieuev1.ReasonImportFailed ||
-		failed.Message != "import Job jc failed" {
-		t.Errorf("running %+v retrying %+v failed %+v", running, retrying, failed)
+	if running.Reason != banlieuev1.ReasonImporting || retrying.Reason != banlieuev1.ReasonImporting || backingOff.Reason != banlieuev1.ReasonImporting ||
+		failed.Reason != banlieuev1.ReasonImportFailed || failed.Message != "import Job jc failed" || failing != failed {
+		t.Errorf("running %+v retrying %+v backing off %+v failed %+v failing %+v", running, retrying, backingOff, failed, failing)
 	}
 	if r := urlRow(p, "img.raw", []banlieuev1.ImageZoneStatus{done, done}); !r.Ready || r.ResolvedRef != "img.raw" || r.Reason != banlieuev1.ReasonReconciled {
 		t.Errorf("all ready: %+v", r)
