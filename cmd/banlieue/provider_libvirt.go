@@ -98,7 +98,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 	f.StringVar(&po.importImage, "import-image", envOr("BANLIEUE_IMPORT_IMAGE", "banlieue:"+currentVersion().Version),
 		"image the import Jobs run (env BANLIEUE_IMPORT_IMAGE)")
 	f.StringVar(&po.importServiceAccount, "import-service-account", os.Getenv("BANLIEUE_IMPORT_SERVICE_ACCOUNT"),
-		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
+		"the Provider's own import ServiceAccount, in the build namespace, that its import Jobs run as; where it does not exist, they run as that namespace's default, which then needs its grant (ADR-0145) (env BANLIEUE_IMPORT_SERVICE_ACCOUNT); the operator always sets it")
 	f.IntVar(&po.consolePort, "console-port", app.EnvInt("BANLIEUE_CONSOLE_PORT", 0),
 		"port of the console endpoint the console relay calls (ADR-0140); 0 turns it off (env BANLIEUE_CONSOLE_PORT)")
 	f.StringVar(&po.consoleRelay, "console-relay", envOr("BANLIEUE_CONSOLE_RELAY", "system:serviceaccount:banlieue-system:banlieue-controller"),

@@ -361,8 +361,8 @@ func testGrants(ctx context.Context, t *testing.T, env *testenv.Env, p *banlieue
 	testenv.Forbidden(t, "import lists Providers", imp.List(ctx, &banlieuev1.ProviderList{}, client.InNamespace(systemNs)))
 	testenv.Forbidden(t, "import creates Jobs", imp.Create(ctx, job.DeepCopy(), client.DryRunAll))
 
-	// No fallback to the build namespace's default account (docs/adr/0128): it runs the build
-	// pods, and gets nothing of any Provider.
+	// The operator's build namespace's default account gets nothing of any Provider (docs/adr/0145):
+	// it runs the build pods.
 	def := as(t, env.Config, buildNs, "default")
 	testenv.Forbidden(t, "the build namespace's default account reads the Provider", get(def, &banlieuev1.Provider{}, systemNs, provider))
 	testenv.Forbidden(t, "the build namespace's default account reads the credentials Secret", get(def, &corev1.Secret{}, systemNs, "libvirt-edge-creds"))

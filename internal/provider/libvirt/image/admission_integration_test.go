@@ -112,7 +112,7 @@ func TestImportJobAdmission(t *testing.T) {
 		{"another Provider's import account", asA, own(func(j *batchv1.Job) {
 			j.Spec.Template.Spec.ServiceAccountName = accountB + "-import"
 		}), "serviceAccountName must be " + accountA + "-import"},
-		// No fallback to the build namespace's default account (docs/adr/0128): a Job naming
+		// No fallback to default in the operator's build namespace (docs/adr/0145): a Job naming
 		// it, or naming none so that its pods would run as it, is refused.
 		{"the build namespace's default account", asA, own(func(j *batchv1.Job) {
 			j.Spec.Template.Spec.ServiceAccountName = "default"

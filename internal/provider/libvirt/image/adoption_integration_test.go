@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,12 +20,15 @@ import (
 // TestImportZoneAdoptsOnlyVerifiedJobs runs importZone against the real API server: the Job it
 // creates is adopted on the next pass; a Job at another pool's import name that copies
 // banlieue's owner, labels and annotations but runs as another Provider's import account is
-// reported and left in place; one that differs only in its image is replaced.
+// reported and left in place; one that differs only in its image is replaced. A provider whose
+// own import account does not exist runs its Jobs as the namespace's default, and stops
+// adopting such a Job once the account exists.
 func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	env.CreateRestrictedNamespace(ctx, t, admBuildNs)
+	env.Create(ctx, t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: accountA + "-import", Namespace: admBuildNs}})
 	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos"},
 		Spec: banlieuev1.VMImageSpec{OSFamily: "linux", OSDistribution: "kairos", OSVersion: "3", Architecture: "amd64",
 			Sources: []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, ImportFrom: "https://images.example/k.img"}}}}
@@ -68,7 +72,7 @@ func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
 
 	// A squatter: banlieue's Job for pool "squatted", with everything copied, but run as the
 	// import account of another Provider, which could read that Provider's key.
-	squat := r.importJob(img, p, "squatted")
+	squat := r.importJob(img, p, "squatted", r.ImportServiceAccount)
 	squat.Spec.Template.Spec.ServiceAccountName = accountB + "-import"
 	env.Create(ctx, t, squat)
 	t.Run("a Job running as another account is reported and left alone", func(t *testing.T) {
@@ -84,7 +88,7 @@ func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
 		}
 	})
 
-	earlier := r.importJob(img, p, "upgraded")
+	earlier := r.importJob(img, p, "upgraded", r.ImportServiceAccount)
 	earlier.Spec.Template.Spec.Containers[0].Image = "registry.example/banlieue:v0.0.9"
 	env.Create(ctx, t, earlier)
 	t.Run("its own Job of an earlier image is replaced", func(t *testing.T) {
@@ -98,5 +102,34 @@ func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// A provider whose own account is missing (run by hand with another --import-service-account):
+	// admin creates the Jobs here, so the operator's admission policy, which binds provider
+	// accounts alone, does not refuse the fallback; on a real node the suite's own namespace has
+	// none (node_suite_test.go).
+	fallback := &Reconciler{Client: env.Client, APIReader: env.Client, BuildNamespace: admBuildNs,
+		ImportImage: importImageA, ImportServiceAccount: "hand-run-import"}
+	note := "; ServiceAccount " + admBuildNs + "/hand-run-import does not exist, so the Job runs as " + admBuildNs + "/default, " +
+		"which needs the import account's grant (get on the Provider, its credentials Secret and CA)"
+	t.Run("without its own account the Job runs as default, and says so", func(t *testing.T) {
+		for i, want := range []string{"import Job created" + note, "import Job running" + note} {
+			z, err := fallback.importZone(ctx, img, p, "fallback")
+			if err != nil || z.Reason != banlieuev1.ReasonImporting || z.Message != want {
+				t.Fatalf("pass %d: %+v %v, want Importing %q", i+1, z, err, want)
+			}
+		}
+		job, err := get(ImportJobName(img.Name, p.Namespace, p.Name, "fallback"))
+		if err != nil || job.Spec.Template.Spec.ServiceAccountName != fallbackAccount {
+			t.Fatalf("Job %v %+v, want it run as %s", err, job.Spec.Template.Spec.ServiceAccountName, fallbackAccount)
+		}
+	})
+	t.Run("once its own account exists, a Job running as default is left alone", func(t *testing.T) {
+		env.Create(ctx, t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hand-run-import", Namespace: admBuildNs}})
+		z, err := fallback.importZone(ctx, img, p, "fallback")
+		want := `it runs as ServiceAccount "default", not this Provider's import account "hand-run-import"`
+		if err != nil || z.Reason != banlieuev1.ReasonImportFailed || !strings.Contains(z.Message, want) {
+			t.Errorf("zone %+v %v, want ImportFailed with %q", z, err, want)
+		}
 	})
 }

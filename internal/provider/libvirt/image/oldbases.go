@@ -222,12 +222,11 @@ func (r *Reconciler) importsSettled(ctx context.Context, img *banlieuev1.VMImage
 	var wait time.Duration
 	for _, pool := range pools {
 		var job batchv1.Job
-		want := r.importJob(img, p, pool)
-		key := client.ObjectKeyFromObject(want)
+		key := client.ObjectKey{Namespace: r.BuildNamespace, Name: ImportJobName(img.Name, p.Namespace, p.Name, pool)}
 		if err := r.jobs().Get(ctx, key, &job); err != nil {
 			return 0, fmt.Errorf("reading import Job %s: %w", key, err)
 		}
-		stale, conflict := jobOwnership(img, p, pool, want, &job)
+		stale, conflict := jobOwnership(img, p, pool, r.expectedJob(ctx, img, p, pool, &job), &job)
 		if stale || conflict != "" || job.Status.Succeeded == 0 || job.Status.CompletionTime == nil {
 			return 0, fmt.Errorf("import Job %s is not a finished import of the current artifact", key)
 		}

@@ -272,11 +272,11 @@ func (r *Reconciler) bounds() jobbounds.Bounds {
 	return r.Bounds
 }
 
-// importJob is the import Job this provider makes for img, p and pool.
-func (r *Reconciler) importJob(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) *batchv1.Job {
+// importJob is the import Job this provider makes for img, p and pool, run as account.
+func (r *Reconciler) importJob(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool, account string) *batchv1.Job {
 	return importJob(importJobSpec{
 		Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: r.BuildNamespace,
-		ContainerImage: r.ImportImage, ServiceAccount: r.ImportServiceAccount, Tolerations: r.Tolerations,
+		ContainerImage: r.ImportImage, ServiceAccount: account, Tolerations: r.Tolerations,
 		Bounds: r.bounds(), Pull: r.Pull,
 	})
 }
@@ -285,23 +285,28 @@ func (r *Reconciler) importJob(img *banlieuev1.VMImage, p *banlieuev1.Provider, 
 // running multi-gigabyte transfer must not be restarted by a re-reconcile. A Job of the
 // expected name is adopted only when it proves to be this import's (jobOwnership); one of
 // banlieue's for an older artifact is replaced, by deleting it (its deletion event brings the
-// next pass, which creates the new one); any other is reported and left alone.
+// next pass, which creates the new one); any other is reported and left alone. A new Job runs
+// as the provider's own import account, or as the build namespace's default while that account
+// does not exist (importAccount).
 func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string) (banlieuev1.ImageZoneStatus, error) {
-	want := r.importJob(img, p, pool)
+	want := r.importJob(img, p, pool, r.ImportServiceAccount)
 	var job batchv1.Job
 	err := r.jobs().Get(ctx, client.ObjectKeyFromObject(want), &job)
 	switch {
 	case apierrors.IsNotFound(err):
+		account := r.importAccount(ctx)
+		want = r.importJob(img, p, pool, account)
 		// Create, not apply: an apply would take over a Job of this name created since the Get.
 		if err := r.Client.Create(ctx, want, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt)); err != nil {
 			return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("creating import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 		}
-		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job created"), nil
+		return notReadyZone(pool, banlieuev1.ReasonImporting, "import Job created"+fallbackNote(r.BuildNamespace, r.ImportServiceAccount, account)), nil
 	case apierrors.IsForbidden(err):
 		return notReadyZone(pool, banlieuev1.ReasonJobsNotGranted, jobsNotGranted(p, want, err)), nil
 	case err != nil:
 		return notReadyZone(pool, banlieuev1.ReasonImportFailed, fmt.Sprintf("reading import Job %s/%s: %v", want.Namespace, want.Name, err)), nil
 	}
+	want = r.expectedJob(ctx, img, p, pool, &job)
 	stale, conflict := jobOwnership(img, p, pool, want, &job)
 	switch {
 	case conflict != "":
@@ -317,7 +322,11 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	}
 	// Not stale: the Job imported the image's current artifact.
 	recordImport(&job, img.Status.BuildArtifact)
-	return jobZone(pool, &job), nil
+	z := jobZone(pool, &job)
+	if !z.Ready {
+		z.Message += fallbackNote(r.BuildNamespace, r.ImportServiceAccount, job.Spec.Template.Spec.ServiceAccountName)
+	}
+	return z, nil
 }
 
 // jobsNotGranted is the zone's message when the API server refuses this process a read of its
@@ -349,7 +358,9 @@ func (r *Reconciler) jobs() client.Reader {
 // The account is the proof that the Job is this Provider's: the admission policy
 // banlieue-import-jobs (config/admission/import-jobs.yaml) lets a provider account create only
 // Jobs that run as its own import account, so labels, owner and annotations, which any
-// provider account can copy, are never enough alone.
+// provider account can copy, are never enough alone. want runs as the build namespace's default
+// only while the provider's own account does not exist there (expectedJob), which in the
+// operator's build namespace the policy refuses: the fallback is for a namespace of the user's.
 func jobOwnership(img *banlieuev1.VMImage, p *banlieuev1.Provider, pool string, want, job *batchv1.Job) (stale bool, conflict string) {
 	refuse := func(why string) (bool, string) {
 		return false, fmt.Sprintf("import Job %s/%s was not created by banlieue for VMImage %s, Provider %s/%s and pool %q: %s; "+
