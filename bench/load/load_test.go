@@ -1,16 +1,20 @@
 //go:build loadbench
 
-// Package load is issue 10's load row: N powered-off VirtualMachines created at once against one
-// lab host, with the controller role and the libvirt machine controller in this process, or with
-// -processes as the real binary's controller and provider roles, one process each.
+// Package load is issue 10's load row and issue 19's fleet: N powered-off VirtualMachines created
+// at once on each host, with the controller role and the libvirt machine controller in this
+// process, or with -processes as the real binary's roles, one process each: the controller, and a
+// provider per host as the operator runs one per Provider. The host is the lab's, or with
+// -hosts H that many libvirtds of their own (hosts.sh), each a Provider in a namespace of its own.
 //
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 90m -args -hosts 100 -n 50 -processes
 //
 // A PoweredOff machine's Ready is False (DomainNotRunning) by design, so "done" is: every
 // LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. Peak RSS (VmHWM) is
-// recorded per process; then everything is deleted and the host must hold exactly the domains
-// and volumes it held before.
+// recorded per process, reconcile latency per controller from the roles' own histograms, and API
+// requests per VM from the API server's; then everything is deleted and every host must hold
+// exactly the domains and volumes it held before.
 package load
 
 import (
@@ -18,14 +22,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,15 +38,16 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
-	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 var (
-	n    = flag.Int("n", 200, "VirtualMachines created at once")
-	wait = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
-	// processes runs the controller and provider roles as the real binary, one process each, so
-	// their memory is measured apart; otherwise both run in the test process.
-	processes = flag.Bool("processes", false, "run the controller and the provider as separate processes of the real binary")
+	n      = flag.Int("n", 200, "VirtualMachines created at once on each host")
+	hostsN = flag.Int("hosts", 0, "simulated hosts, each a libvirtd of its own started by bench/load/hosts.sh (0: the lab host of BANLIEUE_LIBVIRT_LAB)")
+	wait   = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
+	// processes runs the controller and provider roles as the real binary, one process each (a
+	// provider per host, as the operator runs one per Provider), so their memory is measured
+	// apart; otherwise both run in the test process.
+	processes = flag.Bool("processes", false, "run the controller and the providers as separate processes of the real binary")
 	// The roles' --workers; 0 keeps each role's default (controller.DefaultWorkers,
 	// libvirtrole.DefaultWorkers), so the bench measures what an install runs.
 	controllerWorkers = flag.Int("controller-workers", 0, "the controller role's --workers (0: its default)")
@@ -57,56 +60,16 @@ const (
 )
 
 func TestLoad(t *testing.T) {
-	lab := testenv.RequireLibvirtLab(t)
 	env := testenv.Start(t)
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) // 200 machines log a lot
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel))) // thousands of machines log a lot
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := env.Client
-	host := labhost.Dial(t, lab)
 
 	run := "load-" + testenv.RunID()
-	poolDir := filepath.Join(lab.Dir, "pools", run)
-	must(t, os.MkdirAll(poolDir, 0o711))
-	pool, err := host.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, run, poolDir), 0)
-	must(t, err)
-	t.Cleanup(func() {
-		// A connection of its own: host is dialled again below, and cleanups run last-in first-out,
-		// so by now whichever connection host names has been closed and the pool would be leaked.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		defer func() { _ = os.RemoveAll(poolDir) }()
-		h, err := labhost.Dialer(t, lab).Dial(ctx)
-		if err != nil {
-			t.Errorf("removing pool %s: %v", run, err)
-			return
-		}
-		defer func() { _ = h.Close() }()
-		if vols, err := h.StoragePoolListAllVolumes(ctx, pool); err == nil {
-			for _, v := range vols {
-				_ = h.StorageVolDelete(ctx, v)
-			}
-		}
-		if err := h.StoragePoolDestroy(ctx, pool); err != nil {
-			t.Errorf("removing pool %s: %v", run, err)
-		}
-	})
-	_, err = host.StorageVolCreateXML(ctx, pool, fmt.Sprintf(`<volume type='file'><name>%s</name><capacity unit='bytes'>%d</capacity>`+
-		`<target><format type='raw'/></target></volume>`, boot, 1<<20), 0)
-	must(t, err)
-	before := hostState(ctx, t, host)
+	hosts := prepareHosts(ctx, t, run)
+	total := *n * len(hosts)
 
-	ns := run
-	p := &banlieuev1.Provider{
-		ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: ns},
-		Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "libvirt"},
-			Connection: banlieuev1.ProviderConnection{Endpoint: lab.Endpoint,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "lab-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "lab-ca"}}},
-			Capabilities: banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": run}}}},
-		},
-	}
 	class := &banlieuev1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: run}, Spec: banlieuev1.VMClassSpec{
 		Firmware: banlieuev1.FirmwareBIOS,
 		Hardware: banlieuev1.ClassHardware{CPUs: 1, MemoryMiB: 128, Disks: []banlieuev1.ClassDisk{{Name: "os", SizeGiB: 1, StorageClass: "standard"}}},
@@ -117,48 +80,55 @@ func TestLoad(t *testing.T) {
 		Sources:  []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceBackingFile, Ref: "/images/" + boot}},
 		Template: &banlieuev1.VMImageTemplate{InstallMode: banlieuev1.InstallImmediate},
 	}}
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "lab-creds", Namespace: ns},
-			Data: map[string][]byte{"tls.crt": lab.Read(t, "clientcert.pem"), "tls.key": lab.Read(t, "clientkey.pem")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lab-ca", Namespace: ns}, Data: map[string]string{"ca.crt": string(lab.Read(t, "cacert.pem"))}},
-		p, class, img,
-	} {
-		must(t, c.Create(ctx, o))
+	must(t, c.Create(ctx, class))
+	must(t, c.Create(ctx, img))
+	caps := banlieuev1.ProviderCapabilities{StorageClasses: []banlieuev1.StorageClassMapping{{Name: "standard", Target: map[string]string{"pool": run}}}}
+	for _, h := range hosts {
+		env.CreateLabNamespace(ctx, t, h.lab, h.ns, "lab-creds", "lab-ca")
+		must(t, c.Create(ctx, h.lab.Provider(h.ns, h.provider, "lab-creds", "lab-ca", caps)))
 	}
-	var memory func() string
+	var r roles
 	if *processes {
-		memory = startRoles(ctx, t, env, ns)
-		waitProviderAndImage(ctx, t, c, p, img)
+		r = startRoles(t, env, hosts)
+		waitProvidersAndImage(ctx, t, c, hosts, img)
 	} else {
-		memory = startInProcess(t, env)
-		must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
-			FailureDomains: []banlieuev1.FailureDomain{{Name: "lab", Labels: map[string]string{"name": "lab"},
-				Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
-			Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
-		}, providerManager))
-		must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: []banlieuev1.ProviderImageStatus{
-			{ProviderName: "lab", ProviderNamespace: ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot}}}, providerManager))
+		r = startInProcess(t, env)
+		var rows []banlieuev1.ProviderImageStatus
+		for _, h := range hosts {
+			p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: h.provider, Namespace: h.ns}}
+			must(t, ssa.ApplyStatus(ctx, c, p, &banlieuev1.ProviderStatus{
+				FailureDomains: []banlieuev1.FailureDomain{{Name: h.provider, Labels: map[string]string{"name": h.provider},
+					Attributes: banlieuev1.FailureDomainAttributes{AvailableStorageClasses: []string{"standard"}}}},
+				Conditions: []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reconciled", LastTransitionTime: metav1.Now()}},
+			}, providerManager))
+			rows = append(rows, banlieuev1.ProviderImageStatus{ProviderName: h.provider, ProviderNamespace: h.ns, Ready: true, Reason: "Reconciled", ResolvedRef: boot})
+		}
+		must(t, ssa.ApplyStatus(ctx, c, img, &banlieuev1.VMImageStatus{PerProvider: rows}, providerManager))
 	}
+	// Polling lists every machine: at most a few lists a second, fewer for a large fleet.
+	poll := max(250*time.Millisecond, time.Duration(total)*time.Millisecond)
+	atStart := take(t, env.Config, r.families())
 
-	// All at once: created from 16 goroutines.
+	// All at once: created from 16 goroutines, the hosts' VMs interleaved.
 	start := time.Now()
-	names := make(chan string, *n)
+	names := make(chan client.ObjectKey, total)
 	for i := range *n {
-		names <- fmt.Sprintf("vm-%03d", i)
+		for _, h := range hosts {
+			names <- client.ObjectKey{Namespace: h.ns, Name: fmt.Sprintf("vm-%03d", i)}
+		}
 	}
 	close(names)
-	errs := make(chan error, *n)
+	errs := make(chan error, total)
 	for range 16 {
 		go func() {
-			for name := range names {
-				errs <- c.Create(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			for key := range names {
+				errs <- c.Create(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 					Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: run},
 						ImageRef: banlieuev1.LocalObjectReference{Name: run}, DesiredPowerState: banlieuev1.PoweredOff, MigrationPolicy: "never"}})
 			}
 		}()
 	}
-	for range *n {
+	for range total {
 		must(t, <-errs)
 	}
 	created := time.Since(start)
@@ -167,108 +137,116 @@ func TestLoad(t *testing.T) {
 	deadline := time.Now().Add(*wait)
 	for {
 		var ms infrav1.LibvirtMachineList
-		must(t, c.List(ctx, &ms, client.InNamespace(ns)))
+		must(t, c.List(ctx, &ms))
 		doneN := 0
 		for _, m := range ms.Items {
-			if m.Status.DomainUUID != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff {
+			if strings.HasPrefix(m.Namespace, run) && m.Status.DomainUUID != "" && m.Status.ObservedPowerState == banlieuev1.PoweredOff {
 				doneN++
 			}
 		}
-		if half == 0 && doneN >= *n/2 {
+		if half == 0 && doneN >= total/2 {
 			half = time.Since(start)
 		}
-		if doneN == *n {
+		if doneN == total {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d machines done after %s", doneN, *n, *wait)
+			t.Fatalf("%d of %d machines done after %s", doneN, total, *wait)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(poll)
 	}
 	all := time.Since(start)
-	peak := memory()
-	doms := 0
-	for _, d := range must1(host.ListAllDomains(ctx))(t) {
-		if strings.HasPrefix(d.Name, ns+"-") {
-			doms++
+	atDone := take(t, env.Config, r.families())
+	peak := r.memory()
+	for _, h := range hosts {
+		doms := 0
+		for _, d := range must1(h.conn.ListAllDomains(ctx))(t) {
+			if strings.HasPrefix(d.Name, h.ns+"-") {
+				doms++
+			}
 		}
-	}
-	vols := len(must1(host.StoragePoolListAllVolumes(ctx, pool))(t))
-	if doms != *n || vols != 2**n+1 {
-		t.Errorf("host holds %d domains and %d volumes, want %d and %d", doms, vols, *n, 2**n+1)
+		vols := len(must1(h.conn.StoragePoolListAllVolumes(ctx, h.pool))(t))
+		if doms != *n || vols != 2**n+1 {
+			t.Errorf("host %s holds %d domains and %d volumes, want %d and %d", h.lab.Endpoint, doms, vols, *n, 2**n+1)
+		}
 	}
 	// VMs mirror; a VM's Ready needs a powered-on machine, so only the mirror is checked.
 	var vms banlieuev1.VirtualMachineList
-	must(t, c.List(ctx, &vms, client.InNamespace(ns)))
+	must(t, c.List(ctx, &vms))
 	mirrored := 0
 	for _, vm := range vms.Items {
-		if vm.Status.ObservedPowerState == banlieuev1.PoweredOff {
+		if strings.HasPrefix(vm.Namespace, run) && vm.Status.ObservedPowerState == banlieuev1.PoweredOff {
 			mirrored++
 		}
 	}
 
 	delStart := time.Now()
-	must(t, c.DeleteAllOf(ctx, &banlieuev1.VirtualMachine{}, client.InNamespace(ns)))
+	for _, h := range hosts {
+		must(t, c.DeleteAllOf(ctx, &banlieuev1.VirtualMachine{}, client.InNamespace(h.ns)))
+	}
 	deadline = time.Now().Add(*wait)
 	for {
 		var vl banlieuev1.VirtualMachineList
 		var ml infrav1.LibvirtMachineList
-		must(t, c.List(ctx, &vl, client.InNamespace(ns)))
-		must(t, c.List(ctx, &ml, client.InNamespace(ns)))
-		if len(vl.Items) == 0 && len(ml.Items) == 0 {
+		must(t, c.List(ctx, &vl))
+		must(t, c.List(ctx, &ml))
+		left := 0
+		for _, vm := range vl.Items {
+			if strings.HasPrefix(vm.Namespace, run) {
+				left++
+			}
+		}
+		for _, m := range ml.Items {
+			if strings.HasPrefix(m.Namespace, run) {
+				left++
+			}
+		}
+		if left == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d VMs and %d machines left after %s", len(vl.Items), len(ml.Items), *wait)
+			t.Fatalf("%d VMs and machines left after %s", left, *wait)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(poll)
 	}
 	deleted := time.Since(delStart)
-	t.Logf("n=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, created.Round(time.Millisecond),
+	atEnd := take(t, env.Config, r.families())
+	t.Logf("n=%d hosts=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, len(hosts), created.Round(time.Millisecond),
 		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), peak)
-	// A fresh connection: the shared lab daemon may have been restarted by another suite.
-	host = labhost.Dial(t, lab)
-	after := hostState(ctx, t, host)
+
+	// Every host as it was: a fresh connection each, as the lab daemon may have been restarted by
+	// another suite sharing it. On the lab, changes that are not the run's are other suites'.
 	var ours, foreign []string
-	for _, d := range diff(before, after) {
-		if strings.Contains(d, run) {
-			ours = append(ours, d)
-		} else {
-			foreign = append(foreign, d)
+	changed := 0
+	for _, h := range hosts {
+		after := must1(hostState(ctx, labhost.Dial(t, h.lab)))(t)
+		mine := 0
+		for _, x := range diff(h.before, after) {
+			if strings.Contains(x, run) || *hostsN > 0 {
+				ours = append(ours, h.lab.Endpoint+": "+x)
+				mine++
+			} else {
+				foreign = append(foreign, x)
+			}
+		}
+		if mine > 0 {
+			changed++
 		}
 	}
 	if len(ours) > 0 {
-		t.Errorf("host differs from before the run: %v", ours)
+		t.Errorf("%d hosts differ from before the run: %v", changed, ours[:min(len(ours), 20)])
 	}
 	if len(foreign) > 0 {
 		t.Logf("changes by other suites sharing the lab (ignored): %v", foreign)
 	}
 	cw, pw := workers()
-	t.Logf("RESULT processes=%t workers controller=%d provider=%d n=%d created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d "+
-		"delete-all=%s (%.1f machines/s, %.2fx the creation time) when-all-done: %s; after deletion: %s host-diff=%d",
-		*processes, cw, pw, *n, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
-		float64(*n)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), float64(*n)/deleted.Seconds(), deleted.Seconds()/all.Seconds(),
-		peak, memory(), len(ours))
-}
-
-// hostState is every domain on the host and every volume of every active pool.
-func hostState(ctx context.Context, t *testing.T, c *libvirt.Client) []string {
-	t.Helper()
-	var out []string
-	for _, d := range must1(c.ListAllDomains(ctx))(t) {
-		out = append(out, "domain "+d.Name)
-	}
-	for _, p := range must1(c.ListAllStoragePools(ctx))(t) {
-		vols, err := c.StoragePoolListAllVolumes(ctx, p)
-		if err != nil {
-			continue // a pool another suite is tearing down
-		}
-		for _, v := range vols {
-			out = append(out, "volume "+p.Name+"/"+v.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	t.Logf("RESULT processes=%t workers controller=%d provider=%d hosts=%d n=%d per host (%d in all) created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d "+
+		"delete-all=%s (%.1f machines/s, %.2fx the creation time) when-all-done: %s; after deletion: %s; hosts-changed=%d",
+		*processes, cw, pw, len(hosts), *n, total, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
+		float64(total)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), float64(total)/deleted.Seconds(), deleted.Seconds()/all.Seconds(),
+		peak, r.memory(), changed)
+	t.Logf("RESULT creation: %s", phase(atStart, atDone, total, float64(total)))
+	t.Logf("RESULT deletion: %s", phase(atDone, atEnd, total, 0))
 }
 
 func diff(a, b []string) []string {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,9 +24,17 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
+// roles are the controller and provider roles under test: what they weigh, and their metrics.
+type roles struct {
+	// memory reports each role's peak and current RSS.
+	memory func() string
+	// families are the metrics of every role process (one set in process).
+	families func() []map[string]*dto.MetricFamily
+}
+
 // startInProcess runs the controller role and the libvirt machine controller in this process
 // until the test ends. Its memory report is this process's.
-func startInProcess(t *testing.T, env *testenv.Env) (memory func() string) {
+func startInProcess(t *testing.T, env *testenv.Env) roles {
 	mgr := env.NewManager(t)
 	conns := hostconn.NewConnections()
 	t.Cleanup(conns.Close)
@@ -33,24 +42,55 @@ func startInProcess(t *testing.T, env *testenv.Env) (memory func() string) {
 	must(t, (&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns,
 		Workers: cmp.Or(*providerWorkers, libvirtrole.DefaultWorkers)}).SetupWithManager(mgr))
 	testenv.StartManager(t, mgr)
-	return func() string {
-		return fmt.Sprintf("test process (controller + provider) VmHWM=%s VmRSS=%s", procStatus(t, "self", "VmHWM"), procStatus(t, "self", "VmRSS"))
+	return roles{
+		memory: func() string {
+			return fmt.Sprintf("test process (controller + provider) VmHWM=%s VmRSS=%s", procStatus(t, "self", "VmHWM"), procStatus(t, "self", "VmRSS"))
+		},
+		families: func() []map[string]*dto.MetricFamily { return []map[string]*dto.MetricFamily{inProcess(t)} },
 	}
 }
 
-// startRoles runs `banlieue controller` and `banlieue provider libvirt` for Provider lab in ns,
-// one process each, as a Deployment would (leader election off: one replica each). The provider
-// probes the host and resolves the image itself. Its memory report is per process.
-func startRoles(ctx context.Context, t *testing.T, env *testenv.Env, ns string) (memory func() string) {
+// startRoles runs `banlieue controller` and, per host, `banlieue provider libvirt` for that
+// host's Provider, one process each, as a Deployment and the operator's workloads would
+// (leader election off: one replica each). Each provider probes its host and resolves the image
+// itself. Memory is reported per role: the controller's, and the providers' largest and sum.
+func startRoles(t *testing.T, env *testenv.Env, hosts []*benchHost) roles {
 	bin := testenv.Banlieue(t)
 	kubeconfig := env.Kubeconfig(t)
-	controllerPID := startRole(t, bin, kubeconfig, append([]string{"controller"}, workersArg(*controllerWorkers)...)...)
-	providerPID := startRole(t, bin, kubeconfig, append([]string{"provider", "libvirt", "--provider-name", "lab", "--namespace", ns,
-		"--import-service-account", "load-import"}, workersArg(*providerWorkers)...)...)
-	return func() string {
-		return fmt.Sprintf("controller VmHWM=%s VmRSS=%s, provider VmHWM=%s VmRSS=%s",
-			procStatus(t, controllerPID, "VmHWM"), procStatus(t, controllerPID, "VmRSS"),
-			procStatus(t, providerPID, "VmHWM"), procStatus(t, providerPID, "VmRSS"))
+	scraper := env.MetricsReader(t)
+	controllerPID, controllerPort := startRole(t, bin, kubeconfig, append([]string{"controller"}, workersArg(*controllerWorkers)...)...)
+	type proc struct {
+		pid  string
+		port int
+	}
+	providers := make([]proc, len(hosts))
+	for i, h := range hosts {
+		pid, port := startRole(t, bin, kubeconfig, append([]string{"provider", "libvirt", "--provider-name", h.provider, "--namespace", h.ns,
+			"--import-service-account", "load-import"}, workersArg(*providerWorkers)...)...)
+		providers[i] = proc{pid, port}
+	}
+	kb := func(v string) int {
+		var n int
+		_, _ = fmt.Sscanf(v, "%d kB", &n)
+		return n
+	}
+	return roles{
+		memory: func() string {
+			maxHWM, sumRSS := 0, 0
+			for _, p := range providers {
+				maxHWM = max(maxHWM, kb(procStatus(t, p.pid, "VmHWM")))
+				sumRSS += kb(procStatus(t, p.pid, "VmRSS"))
+			}
+			return fmt.Sprintf("controller VmHWM=%s VmRSS=%s, %d providers: largest VmHWM=%d kB, VmRSS together %d kB",
+				procStatus(t, controllerPID, "VmHWM"), procStatus(t, controllerPID, "VmRSS"), len(providers), maxHWM, sumRSS)
+		},
+		families: func() []map[string]*dto.MetricFamily {
+			out := []map[string]*dto.MetricFamily{scrape(t, scraper, controllerPort)}
+			for _, p := range providers {
+				out = append(out, scrape(t, scraper, p.port))
+			}
+			return out
+		},
 	}
 }
 
@@ -67,27 +107,38 @@ func workersArg(n int) []string {
 	return []string{"--workers", strconv.Itoa(n)}
 }
 
-// startRole starts one role with errors-only logging, its output on stderr, until the test ends.
-func startRole(t *testing.T, bin, kubeconfig string, args ...string) (pid string) {
+// startRole starts one role with errors-only logging, its output on stderr, until the test ends;
+// its metrics are served on a free port.
+func startRole(t *testing.T, bin, kubeconfig string, args ...string) (pid string, metricsPort int) {
+	metricsPort = testenv.FreePort(t)
 	cmd := exec.Command(bin, append(args, "--kubeconfig", kubeconfig, "--no-leader-elect", "--log-level", "error",
-		"--health-port", "0", "--metrics-port", "0")...)
+		"--health-port", "0", "--metrics-port", strconv.Itoa(metricsPort))...)
 	cmd.Stdout = os.Stderr
 	testenv.StartProcess(t, cmd)
-	return strconv.Itoa(cmd.Process.Pid)
+	return strconv.Itoa(cmd.Process.Pid), metricsPort
 }
 
-// waitProviderAndImage waits until the provider role has probed the host (Provider Ready) and
+// waitProvidersAndImage waits until every provider has probed its host (Provider Ready) and
 // resolved the image for it, so the timing that follows is the machines' alone.
-func waitProviderAndImage(ctx context.Context, t *testing.T, c client.Client, p *banlieuev1.Provider, img *banlieuev1.VMImage) {
-	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("Provider %s Ready and image %s resolved", p.Name, img.Name), func() error {
-		var gotP banlieuev1.Provider
-		var gotImg banlieuev1.VMImage
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(p), &gotP))
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(img), &gotImg))
-		ready := meta.IsStatusConditionTrue(gotP.Status.Conditions, banlieuev1.ConditionReady)
-		for _, row := range gotImg.Status.PerProvider {
-			ready = ready && row.Ready
+func waitProvidersAndImage(ctx context.Context, t *testing.T, c client.Client, hosts []*benchHost, img *banlieuev1.VMImage) {
+	testenv.Eventually(t, 5*time.Minute, fmt.Sprintf("%d Providers Ready and image %s resolved for each", len(hosts), img.Name), func() error {
+		ready := 0
+		for _, h := range hosts {
+			var p banlieuev1.Provider
+			must(t, c.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: h.provider}, &p))
+			if meta.IsStatusConditionTrue(p.Status.Conditions, banlieuev1.ConditionReady) {
+				ready++
+			}
 		}
-		return testenv.Unmet(ready && len(gotImg.Status.PerProvider) > 0, fmt.Sprintf("%+v / %+v", gotP.Status.Conditions, gotImg.Status.PerProvider))
+		var got banlieuev1.VMImage
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(img), &got))
+		resolved := 0
+		for _, row := range got.Status.PerProvider {
+			if row.Ready {
+				resolved++
+			}
+		}
+		return testenv.Unmet(ready == len(hosts) && resolved == len(hosts),
+			fmt.Sprintf("%d of %d Providers Ready, image resolved for %d", ready, len(hosts), resolved))
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/testenv"
 )
@@ -56,7 +57,10 @@ func TestLibvirtClusterAgainstAPIServer(t *testing.T) {
 	wait := func(what string, ok func(*infrav1.LibvirtCluster) bool) *infrav1.LibvirtCluster {
 		t.Helper()
 		var got infrav1.LibvirtCluster
-		testenv.Eventually(t, 30*time.Second, what, func() error {
+		// A Cluster's pause and unpause are seen on the LibvirtCluster's next requeue, not through a
+		// watch (Cluster API's CRD may be absent): the wait outlasts that interval with room for a
+		// loaded machine, where exactly the interval once failed the test.
+		testenv.Eventually(t, app.RequeueDefault+30*time.Second, what, func() error {
 			err := env.Client.Get(ctx, key, &got)
 			return testenv.Unmet(err == nil && ok(&got), fmt.Sprintf("%+v (%v)", got.Status, err))
 		})

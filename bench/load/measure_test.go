@@ -1,0 +1,216 @@
+//go:build loadbench
+
+package load
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// sample is what the bench reads off the roles and the API server at one instant: each
+// controller's reconcile-time histogram (summed over every process that runs it) and the API
+// server's requests by verb and resource.
+type sample struct {
+	reconcile map[string]histogram // controller → its histogram
+	requests  map[string]float64   // "VERB resource[/subresource]" → count
+}
+
+// histogram is a cumulative Prometheus histogram: counts[i] observations ≤ bounds[i].
+type histogram struct {
+	bounds []float64
+	counts []float64
+	n      float64
+}
+
+// minus is h's observations since earlier.
+func (h histogram) minus(earlier histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: slices.Clone(h.counts), n: h.n - earlier.n}
+	if len(earlier.counts) == len(h.counts) {
+		for i := range out.counts {
+			out.counts[i] -= earlier.counts[i]
+		}
+	}
+	return out
+}
+
+func (h *histogram) add(m *dto.Histogram) {
+	if h.bounds == nil {
+		for _, b := range m.GetBucket() {
+			h.bounds = append(h.bounds, b.GetUpperBound())
+			h.counts = append(h.counts, 0)
+		}
+	}
+	for i, b := range m.GetBucket() {
+		if i < len(h.counts) {
+			h.counts[i] += float64(b.GetCumulativeCount())
+		}
+	}
+	h.n += float64(m.GetSampleCount())
+}
+
+// quantile estimates the q-quantile as Prometheus' histogram_quantile does: linearly within the
+// bucket that holds it. Beyond the last bound it is that bound.
+func (h histogram) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := q * h.n
+	lower, below := 0.0, 0.0
+	for i, c := range h.counts {
+		if c >= rank {
+			frac := 0.0
+			if c > below {
+				frac = (rank - below) / (c - below)
+			}
+			return time.Duration((lower + (h.bounds[i]-lower)*frac) * float64(time.Second))
+		}
+		lower, below = h.bounds[i], c
+	}
+	return time.Duration(h.bounds[len(h.bounds)-1] * float64(time.Second))
+}
+
+// take reads the reconcile histograms of the given families (one set per role process, or this
+// process's registry) and the API server's request counters.
+func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily) sample {
+	s := sample{reconcile: map[string]histogram{}, requests: map[string]float64{}}
+	for _, families := range roles {
+		f := families["controller_runtime_reconcile_time_seconds"]
+		for _, m := range f.GetMetric() {
+			name := label(m, "controller")
+			h := s.reconcile[name]
+			h.add(m.GetHistogram())
+			s.reconcile[name] = h
+		}
+	}
+	for _, m := range apiServerMetrics(t, cfg)["apiserver_request_total"].GetMetric() {
+		res := label(m, "resource")
+		if sub := label(m, "subresource"); sub != "" {
+			res += "/" + sub
+		}
+		s.requests[label(m, "verb")+" "+res] += m.GetCounter().GetValue()
+	}
+	return s
+}
+
+// inProcess is this process's registry: the roles' metrics when they run in the test process.
+func inProcess(t *testing.T) map[string]*dto.MetricFamily {
+	families, err := metrics.Registry.Gather()
+	must(t, err)
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// scrape reads a role process's /metrics as the metrics reader a cluster's monitoring uses.
+func scrape(t *testing.T, s *testenv.Scraper, port int) map[string]*dto.MetricFamily {
+	var code int
+	var body string
+	for range 10 { // a process that is still starting its listener
+		if code, body = s.Get(port); code == http.StatusOK {
+			return parse(t, strings.NewReader(body))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("scraping :%d: %d %s", port, code, body)
+	return nil
+}
+
+// apiServerMetrics is the API server's own /metrics, read as the administrator.
+func apiServerMetrics(t *testing.T, cfg *rest.Config) map[string]*dto.MetricFamily {
+	hc, err := rest.HTTPClientFor(cfg)
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
+	must(t, err)
+	resp, err := hc.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		t.Fatalf("API server /metrics: %s: %s", resp.Status, body)
+	}
+	return parse(t, resp.Body)
+}
+
+func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	must(t, err)
+	return families
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// phase is what happened between two samples: the reconcile latency of each controller and the
+// API server's requests per VM. LIST and WATCH are left out (informers list once and the bench
+// polls by listing), and so are the bench's own CREATEs of the VMs and its one DELETECOLLECTION.
+func phase(from, to sample, vms int, benchCreates float64) string {
+	var names []string
+	for name := range to.reconcile {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var lat []string
+	for _, name := range names {
+		h := to.reconcile[name].minus(from.reconcile[name])
+		if h.n == 0 {
+			continue
+		}
+		lat = append(lat, fmt.Sprintf("%s %.0f passes p50 %s p99 %s", name, h.n,
+			h.quantile(0.50).Round(time.Millisecond), h.quantile(0.99).Round(time.Millisecond)))
+	}
+	type req struct {
+		key string
+		n   float64
+	}
+	var reqs []req
+	total := 0.0
+	for k, v := range to.requests {
+		verb, _, _ := strings.Cut(k, " ")
+		d := v - from.requests[k]
+		if k == "POST virtualmachines" {
+			d -= benchCreates
+		}
+		if verb == "LIST" || verb == "WATCH" || verb == "DELETECOLLECTION" || d <= 0 {
+			continue
+		}
+		total += d
+		reqs = append(reqs, req{k, d})
+	}
+	slices.SortFunc(reqs, func(a, b req) int {
+		if a.n != b.n {
+			return int(math.Copysign(1, b.n-a.n))
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	var top []string
+	for _, r := range reqs[:min(len(reqs), 8)] {
+		top = append(top, fmt.Sprintf("%s %.1f", r.key, r.n/float64(vms)))
+	}
+	return fmt.Sprintf("reconcile: %s; API requests per VM %.1f (%s)", strings.Join(lat, ", "), total/float64(vms), strings.Join(top, ", "))
+}
