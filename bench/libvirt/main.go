@@ -19,11 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -114,23 +116,26 @@ func (b *bench) rpc(d time.Duration, rounds int) error {
 			func() error { _, err := theirs.DomainLookupByName(lookupDomain); return err }},
 	}
 	fmt.Printf("RPC round trips per second (%d rounds of %s each, one connection per client; every round, then median, best and spread)\n", rounds, d)
-	fmt.Printf("%-26s %7s %-9s %12s %12s %7s\n", "procedure", "callers", "round", "pkg/libvirt", "go-libvirt", "ratio")
+	fmt.Printf("and the client's CPU per call (this process's user+system time over the round ÷ calls; the clients take turns, so each round's CPU is its own)\n")
+	fmt.Printf("%-26s %7s %-9s %12s %12s %7s %10s %10s %9s\n", "procedure", "callers", "round", "pkg/libvirt", "go-libvirt", "ratio", "µs/call", "µs/call", "CPU ratio")
 	for _, c := range calls {
 		for _, n := range []int{1, 16} {
-			var ourRates, theirRates, ratios []float64
+			var ourRates, theirRates, ratios, ourCPU, theirCPU []float64
 			for round := range rounds {
-				ro, err := rate(c.ours, n, d)
+				ro, co, err := rate(c.ours, n, d)
 				if err != nil {
 					return err
 				}
-				rt, err := rate(c.theirs, n, d)
+				rt, ct, err := rate(c.theirs, n, d)
 				if err != nil {
 					return err
 				}
 				ourRates, theirRates, ratios = append(ourRates, ro), append(theirRates, rt), append(ratios, ro/rt)
-				fmt.Printf("%-26s %7d %-9d %12.0f %12.0f %6.2fx\n", c.name, n, round+1, ro, rt, ro/rt)
+				ourCPU, theirCPU = append(ourCPU, co), append(theirCPU, ct)
+				fmt.Printf("%-26s %7d %-9d %12.0f %12.0f %6.2fx %10.1f %10.1f %8.2fx\n", c.name, n, round+1, ro, rt, ro/rt, co, ct, co/ct)
 			}
-			fmt.Printf("%-26s %7d %-9s %12.0f %12.0f %6.2fx\n", c.name, n, "median", median(ourRates), median(theirRates), median(ourRates)/median(theirRates))
+			fmt.Printf("%-26s %7d %-9s %12.0f %12.0f %6.2fx %10.1f %10.1f %8.2fx\n", c.name, n, "median", median(ourRates), median(theirRates),
+				median(ourRates)/median(theirRates), median(ourCPU), median(theirCPU), median(ourCPU)/median(theirCPU))
 			fmt.Printf("%-26s %7d %-9s %12.0f %12.0f %6.2fx\n", c.name, n, "best", slices.Max(ourRates), slices.Max(theirRates), slices.Max(ourRates)/slices.Max(theirRates))
 			fmt.Printf("%-26s %7d %-9s %5.0f–%-6.0f %5.0f–%-6.0f %.2f–%.2fx\n", c.name, n, "spread", slices.Min(ourRates), slices.Max(ourRates),
 				slices.Min(theirRates), slices.Max(theirRates), slices.Min(ratios), slices.Max(ratios))
@@ -149,11 +154,14 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// rate runs call from n goroutines for d and returns completed calls per second.
-func rate(call func() error, n int, d time.Duration) (float64, error) {
+// rate runs call from n goroutines for d and returns completed calls per second and this
+// process's CPU time (user and system) per call, in microseconds.
+func rate(call func() error, n int, d time.Duration) (perSecond, cpuMicros float64, err error) {
 	var done atomic.Int64
 	var firstErr error
 	var once sync.Once
+	runtime.GC() // the other client's garbage is not this one's cost
+	cpu0 := cpuTime()
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for range n {
@@ -168,7 +176,15 @@ func rate(call func() error, n int, d time.Duration) (float64, error) {
 		})
 	}
 	wg.Wait()
-	return float64(done.Load()) / d.Seconds(), firstErr
+	calls := float64(done.Load())
+	return calls / d.Seconds(), float64((cpuTime() - cpu0).Microseconds()) / max(calls, 1), firstErr
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // RUSAGE_SELF never fails
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // uploads times dense and sparse uploads by pkg/libvirt and by virsh, each in a child
