@@ -308,10 +308,13 @@ type LibvirtMachineStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
-// LibvirtMachine is one libvirt domain, realised by the libvirt provider.
+// LibvirtMachine is one libvirt domain, realised by the libvirt provider. The API server selects
+// machines by spec.providerRef.name (kubectl get libvirtmachines -A --field-selector
+// spec.providerRef.name=<provider>), as the provider of one Provider watches them.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:selectablefield:JSONPath=".spec.providerRef.name"
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:resource:scope=Namespaced,shortName=blvm,categories=banlieue
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerRef.name`

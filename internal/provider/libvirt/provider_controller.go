@@ -80,6 +80,13 @@ func ProviderFieldSelector(name string) fields.Selector {
 	return fields.OneTermEqualSelector("metadata.name", name)
 }
 
+// MachineFieldSelector selects the LibvirtMachines whose spec.providerRef.name is name, in every
+// namespace: a field the CRD declares selectable (api/infrastructure/v1alpha1). Machines of
+// same-named Providers in other namespaces are selected too; serves tells them apart.
+func MachineFieldSelector(name string) fields.Selector {
+	return fields.OneTermEqualSelector("spec.providerRef.name", name)
+}
+
 // Reconcile probes the host and writes the Provider's status.
 func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p banlieuev1.Provider

@@ -70,15 +70,23 @@ type Options struct {
 
 // CacheByObject narrows the manager's cache to what the role reads: import Jobs of the build
 // namespace only (the grant is there and nowhere else), and with a ProviderName that one
-// Provider, selected server-side. LibvirtMachines are the exception that widens it: a shared
-// Provider's machines are in other namespaces than the Provider's.
+// Provider and the machines naming it, selected server-side. LibvirtMachines are the exception
+// that widens the namespaces: a shared Provider's machines are in other namespaces than the
+// Provider's.
 func CacheByObject(o Options) map[client.Object]cache.ByObject {
+	machines := cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
 	by := map[client.Object]cache.ByObject{
 		&batchv1.Job{}:            {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
-		&infrav1.LibvirtMachine{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
+		&infrav1.LibvirtMachine{}: machines,
 	}
 	if o.ProviderName != "" {
 		by[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(o.ProviderName)}
+		// Without the selector every provider of a fleet caches, and is sent every change of,
+		// every machine of the cluster (ADR-0146). providerRef is immutable once set, so a
+		// machine never leaves the selection while its provider serves it; one placed later
+		// (Cluster API's) enters it then.
+		machines.Field = providerlibvirt.MachineFieldSelector(o.ProviderName)
+		by[&infrav1.LibvirtMachine{}] = machines
 	}
 	return by
 }
