@@ -49,15 +49,16 @@ func TestChartPodKnobs(t *testing.T) {
 	}
 }
 
-// TestChartKubeVersion: the chart refuses a cluster older than 1.30, the first to serve
-// ValidatingAdmissionPolicy v1 (templates/admission.yaml), and renders for 1.30 on.
+// TestChartKubeVersion: the chart refuses a cluster older than 1.32, the first to serve both
+// ValidatingAdmissionPolicy v1 (templates/admission.yaml, 1.30) and CRD selectable fields (the
+// provider's cache selects LibvirtMachines on one, ADR-0146), and renders for 1.32 on.
 func TestChartKubeVersion(t *testing.T) {
 	helm := helmBinary(t)
-	if _, errOut, err := helmTemplate(helm, "--kube-version", "1.29.9"); err == nil ||
-		!strings.Contains(errOut, "requires kubeVersion: >=1.30.0-0") {
-		t.Errorf("Kubernetes 1.29.9: err %v, output %q; want the chart's kubeVersion refusal", err, errOut)
+	if _, errOut, err := helmTemplate(helm, "--kube-version", "1.31.9"); err == nil ||
+		!strings.Contains(errOut, "requires kubeVersion: >=1.32.0-0") {
+		t.Errorf("Kubernetes 1.31.9: err %v, output %q; want the chart's kubeVersion refusal", err, errOut)
 	}
-	for _, v := range []string{"1.30.0", "1.37.2"} {
+	for _, v := range []string{"1.32.0", "1.37.2"} {
 		if _, errOut, err := helmTemplate(helm, "--kube-version", v); err != nil {
 			t.Errorf("Kubernetes %s refused: %v\n%s", v, err, errOut)
 		}
