@@ -159,9 +159,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	sortRows(rows)
-	status := banlieuev1.VMImageStatus{PerProvider: rows, ObservedGeneration: img.Generation}
-	if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
-		return ctrl.Result{}, err
+	if !rowsApplied(&img.Status, img.Generation, rows, r.ProviderName != "") {
+		status := banlieuev1.VMImageStatus{PerProvider: rows, ObservedGeneration: img.Generation}
+		if err := ssa.ApplyStatus(ctx, r.Client, &img, &status, r.fieldManager()); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	for _, e := range importTransitions(img.Status.PerProvider, rows, src.Kind == banlieuev1.SourceURL) {
 		r.recorder.Eventf(&img, nil, e.eventType, e.reason, "Import", "%s", e.note)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/checksum"
 	providerlibvirt "banlieue.io/banlieue/internal/provider/libvirt"
@@ -156,4 +158,25 @@ func sortRows(rows []banlieuev1.ProviderImageStatus) {
 	slices.SortFunc(rows, func(a, b banlieuev1.ProviderImageStatus) int {
 		return cmp.Or(strings.Compare(a.ProviderNamespace, b.ProviderNamespace), strings.Compare(a.ProviderName, b.ProviderName))
 	})
+}
+
+// rowsApplied reports whether status already holds rows exactly, for generation: applying them
+// again would change nothing. A provider of one Provider owns its row alone; one serving every
+// Provider also owns the rows of Providers gone since, which only an apply removes, so for it
+// status may hold no other row. Every provider reconciles a VMImage on every change of it, each
+// other provider's row write included: without this check a fleet's providers rewrote their
+// rows for every row any of them wrote, a hundred writers' applies on one object at once.
+func rowsApplied(status *banlieuev1.VMImageStatus, generation int64, rows []banlieuev1.ProviderImageStatus, oneProvider bool) bool {
+	if status.ObservedGeneration != generation || (!oneProvider && len(status.PerProvider) != len(rows)) {
+		return false
+	}
+	for _, row := range rows {
+		i := slices.IndexFunc(status.PerProvider, func(r banlieuev1.ProviderImageStatus) bool {
+			return r.ProviderName == row.ProviderName && r.ProviderNamespace == row.ProviderNamespace
+		})
+		if i < 0 || !equality.Semantic.DeepEqual(status.PerProvider[i], row) {
+			return false
+		}
+	}
+	return true
 }

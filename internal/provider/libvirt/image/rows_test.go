@@ -121,3 +121,37 @@ func TestGatedZones(t *testing.T) {
 		t.Errorf("without a verified pool the row has no zones: %+v", got.Zones)
 	}
 }
+
+func TestRowsApplied(t *testing.T) {
+	row := func(name string, ready bool) banlieuev1.ProviderImageStatus {
+		return banlieuev1.ProviderImageStatus{ProviderName: name, ProviderNamespace: "ns", Ready: ready, ResolvedRef: "debian.qcow2",
+			Zones: []banlieuev1.ImageZoneStatus{{Name: "default", Ready: ready}}}
+	}
+	status := func(gen int64, rows ...banlieuev1.ProviderImageStatus) *banlieuev1.VMImageStatus {
+		return &banlieuev1.VMImageStatus{ObservedGeneration: gen, PerProvider: rows}
+	}
+	for _, tc := range []struct {
+		name   string
+		status *banlieuev1.VMImageStatus
+		rows   []banlieuev1.ProviderImageStatus
+		one    bool
+		want   bool
+	}{
+		{"own row as applied, among others'", status(2, row("a", true), row("b", false)), []banlieuev1.ProviderImageStatus{row("b", false)}, true, true},
+		{"own row missing", status(2, row("a", true)), []banlieuev1.ProviderImageStatus{row("b", true)}, true, false},
+		{"own row differs", status(2, row("b", false)), []banlieuev1.ProviderImageStatus{row("b", true)}, true, false},
+		{"a zone differs", status(2, row("b", true)), []banlieuev1.ProviderImageStatus{func() banlieuev1.ProviderImageStatus {
+			r := row("b", true)
+			r.Zones[0].Message = "verified"
+			return r
+		}()}, true, false},
+		{"same rows, older generation", status(1, row("b", true)), []banlieuev1.ProviderImageStatus{row("b", true)}, true, false},
+		{"every Provider's rows as applied", status(2, row("a", true), row("b", true)), []banlieuev1.ProviderImageStatus{row("a", true), row("b", true)}, false, true},
+		{"every Provider's: a gone Provider's row left to remove", status(2, row("a", true), row("b", true)), []banlieuev1.ProviderImageStatus{row("b", true)}, false, false},
+		{"nothing applied yet", status(0), []banlieuev1.ProviderImageStatus{row("b", true)}, true, false},
+	} {
+		if got := rowsApplied(tc.status, 2, tc.rows, tc.one); got != tc.want {
+			t.Errorf("%s: rowsApplied = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
