@@ -59,6 +59,7 @@ func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(vm)
+	r.applied.forget(key)
 	var results []kindPresence
 	for _, k := range allInfraKinds() {
 		obj := k.newObject()

@@ -88,7 +88,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		b = b.Owns(k.newObject(), inScope)
 	}
 	if err := b.Complete(&virtualMachineReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder("banlieue-controller"), assumed: newAssumedPlacements()}); err != nil {
+		recorder: mgr.GetEventRecorder("banlieue-controller"), assumed: newAssumedPlacements(), applied: newAppliedMachines()}); err != nil {
 		return fmt.Errorf("creating virtualmachine controller: %w", err)
 	}
 

@@ -39,6 +39,9 @@ type virtualMachineReconciler struct {
 	// assumed are the placements decided and not yet in the cache, which every decision of
 	// the namespace sees (assumed.go); they make several workers safe for anti-affinity.
 	assumed *assumedPlacements
+	// applied are the machines applied last, so a pass that would change nothing skips the
+	// apply (applied.go).
+	applied *appliedMachines
 }
 
 // Reconcile reads like every reconciler of banlieue: fetch, then delete or normal; the normal
@@ -273,13 +276,23 @@ func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraK
 	if err != nil {
 		return nil, buildRefusal(err.Error()), nil
 	}
-	if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
-		// The API server refusing the machine (a name too long for domainName, say) is a build
-		// failure the user must fix, not a transient error.
-		if apierrors.IsInvalid(err) {
-			return nil, buildRefusal(err.Error()), nil
+	key := client.ObjectKeyFromObject(vm)
+	config, err := configDigest(machine)
+	if err != nil {
+		return nil, nil, fmt.Errorf("digesting %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+	}
+	if r.applied.unchanged(key, in.Existing, config, banlieuev1.FieldManagerController) {
+		machine = in.Existing
+	} else {
+		if err := ssa.Apply(ctx, r.client, machine, banlieuev1.FieldManagerController); err != nil {
+			// The API server refusing the machine (a name too long for domainName, say) is a build
+			// failure the user must fix, not a transient error.
+			if apierrors.IsInvalid(err) {
+				return nil, buildRefusal(err.Error()), nil
+			}
+			return nil, nil, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
 		}
-		return nil, nil, fmt.Errorf("applying %s %s/%s: %w", kind.GVK.Kind, vm.Namespace, vm.Name, err)
+		r.applied.record(key, machine, config, banlieuev1.FieldManagerController)
 	}
 	switch {
 	case in.UserData != nil:
