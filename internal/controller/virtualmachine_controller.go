@@ -215,8 +215,11 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 		return in, fmt.Errorf("getting Namespace %s: %w", vm.Namespace, err)
 	}
 	in.nsLabels = ns.Labels
+	// The siblings are only read (withAssumed copies before it changes one), and a pass of each
+	// of a namespace's N VMs lists all N: copied, that was O(N²) work for a burst, most of the
+	// controller's CPU with 1 000 VMs in one namespace (docs/performance.md, "The fleet").
 	var siblings banlieuev1.VirtualMachineList
-	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace)); err != nil {
+	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("listing VirtualMachines: %w", err)
 	}
 	in.siblings = siblings.Items
