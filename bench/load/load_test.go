@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -107,7 +108,14 @@ func TestLoad(t *testing.T) {
 	}
 	// Polling lists every machine: at most a few lists a second, fewer for a large fleet.
 	poll := max(250*time.Millisecond, time.Duration(total)*time.Millisecond)
-	atStart := take(t, env.Config, r.families())
+	// CPU by process group: the roles, the control plane, and the hosts' libvirtds with the
+	// qemu-img each runs per overlay.
+	procs := controlPlane(t)
+	maps.Copy(procs, r.pids)
+	for _, h := range hosts {
+		procs["libvirtd"] = append(procs["libvirtd"], h.lab.DaemonPID(t))
+	}
+	atStart := take(t, env.Config, r.families(), procs)
 
 	// All at once: created from 16 goroutines, the hosts' VMs interleaved.
 	start := time.Now()
@@ -156,7 +164,7 @@ func TestLoad(t *testing.T) {
 		time.Sleep(poll)
 	}
 	all := time.Since(start)
-	atDone := take(t, env.Config, r.families())
+	atDone := take(t, env.Config, r.families(), procs)
 	peak := r.memory()
 	for _, h := range hosts {
 		doms := 0
@@ -210,7 +218,7 @@ func TestLoad(t *testing.T) {
 		time.Sleep(poll)
 	}
 	deleted := time.Since(delStart)
-	atEnd := take(t, env.Config, r.families())
+	atEnd := take(t, env.Config, r.families(), procs)
 	t.Logf("n=%d hosts=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, len(hosts), created.Round(time.Millisecond),
 		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), peak)
 

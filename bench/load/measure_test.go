@@ -3,12 +3,15 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +26,12 @@ import (
 )
 
 // sample is what the bench reads off the roles and the API server at one instant: each
-// controller's reconcile-time histogram (summed over every process that runs it) and the API
-// server's requests by verb and resource.
+// controller's reconcile-time histogram (summed over every process that runs it), the API
+// server's requests by verb and resource, and the CPU time of each group of processes.
 type sample struct {
 	reconcile map[string]histogram // controller → its histogram
 	requests  map[string]float64   // "VERB resource[/subresource]" → count
+	cpu       map[string]time.Duration
 }
 
 // histogram is a cumulative Prometheus histogram: counts[i] observations ≤ bounds[i].
@@ -86,8 +90,13 @@ func (h histogram) quantile(q float64) time.Duration {
 
 // take reads the reconcile histograms of the given families (one set per role process, or this
 // process's registry) and the API server's request counters.
-func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily) sample {
-	s := sample{reconcile: map[string]histogram{}, requests: map[string]float64{}}
+func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily, procs map[string][]int) sample {
+	s := sample{reconcile: map[string]histogram{}, requests: map[string]float64{}, cpu: map[string]time.Duration{}}
+	for group, pids := range procs {
+		for _, pid := range pids {
+			s.cpu[group] += cpuOf(t, pid)
+		}
+	}
 	for _, families := range roles {
 		f := families["controller_runtime_reconcile_time_seconds"]
 		for _, m := range f.GetMetric() {
@@ -105,6 +114,49 @@ func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily) 
 		s.requests[label(m, "verb")+" "+res] += m.GetCounter().GetValue()
 	}
 	return s
+}
+
+// cpuOf is a process's CPU time, user and system, with that of the children it has reaped (a
+// libvirtd's qemu-img), from /proc/<pid>/stat.
+func cpuOf(t *testing.T, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(t, err)
+	// The fields after the command's closing parenthesis, from the state (field 3) on.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime: fields 14 to 17
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		must(t, err)
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux this runs on.
+const clockTicks = 100
+
+// controlPlane is the API server and etcd that envtest started for this process, by group.
+func controlPlane(t *testing.T) map[string][]int {
+	out := map[string][]int{}
+	dirs, err := os.ReadDir("/proc")
+	must(t, err)
+	self := os.Getpid()
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone since the listing
+		}
+		comm := string(data[bytes.IndexByte(data, '(')+1 : bytes.LastIndexByte(data, ')')])
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == self && (comm == "kube-apiserver" || comm == "etcd") {
+			out[comm] = append(out[comm], pid)
+		}
+	}
+	return out
 }
 
 // inProcess is this process's registry: the roles' metrics when they run in the test process.
@@ -212,5 +264,15 @@ func phase(from, to sample, vms int, benchCreates float64) string {
 	for _, r := range reqs[:min(len(reqs), 8)] {
 		top = append(top, fmt.Sprintf("%s %.1f", r.key, r.n/float64(vms)))
 	}
-	return fmt.Sprintf("reconcile: %s; API requests per VM %.1f (%s)", strings.Join(lat, ", "), total/float64(vms), strings.Join(top, ", "))
+	var groups []string
+	for g := range to.cpu {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	var cpu []string
+	for _, g := range groups {
+		cpu = append(cpu, fmt.Sprintf("%s %.1f", g, float64((to.cpu[g]-from.cpu[g]).Microseconds())/1000/float64(vms)))
+	}
+	return fmt.Sprintf("reconcile: %s; API requests per VM %.1f (%s); CPU ms per VM: %s", strings.Join(lat, ", "), total/float64(vms),
+		strings.Join(top, ", "), strings.Join(cpu, ", "))
 }

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,6 +31,8 @@ type roles struct {
 	memory func() string
 	// families are the metrics of every role process (one set in process).
 	families func() []map[string]*dto.MetricFamily
+	// pids are the role processes by role; the test process when the roles run in it.
+	pids map[string][]int
 }
 
 // startInProcess runs the controller role and the libvirt machine controller in this process
@@ -47,6 +50,7 @@ func startInProcess(t *testing.T, env *testenv.Env) roles {
 			return fmt.Sprintf("test process (controller + provider) VmHWM=%s VmRSS=%s", procStatus(t, "self", "VmHWM"), procStatus(t, "self", "VmRSS"))
 		},
 		families: func() []map[string]*dto.MetricFamily { return []map[string]*dto.MetricFamily{inProcess(t)} },
+		pids:     map[string][]int{"test process (controller + provider)": {os.Getpid()}},
 	}
 }
 
@@ -68,6 +72,14 @@ func startRoles(t *testing.T, env *testenv.Env, hosts []*benchHost) roles {
 		pid, port := startRole(t, bin, kubeconfig, append([]string{"provider", "libvirt", "--provider-name", h.provider, "--namespace", h.ns,
 			"--import-service-account", "load-import"}, workersArg(*providerWorkers)...)...)
 		providers[i] = proc{pid, port}
+	}
+	pids := map[string][]int{}
+	for role, ps := range map[string][]proc{"controller": {{controllerPID, controllerPort}}, "provider": providers} {
+		for _, p := range ps {
+			pid, err := strconv.Atoi(p.pid)
+			must(t, err)
+			pids[role] = append(pids[role], pid)
+		}
 	}
 	kb := func(v string) int {
 		var n int
@@ -91,6 +103,7 @@ func startRoles(t *testing.T, env *testenv.Env, hosts []*benchHost) roles {
 			}
 			return out
 		},
+		pids: pids,
 	}
 }
 
@@ -107,21 +120,45 @@ func workersArg(n int) []string {
 	return []string{"--workers", strconv.Itoa(n)}
 }
 
+// nextMetricsPort is where the search for the next role's metrics port starts: below the
+// kernel's ephemeral range (32768 on), where a hundred processes' connections take ports, so a
+// port found free is still free when the role binds it (a port from :0 was taken in between once).
+var nextMetricsPort = 18100
+
+// metricsPort is the next port from nextMetricsPort that nothing listens on.
+func metricsPort(t *testing.T) int {
+	for ; nextMetricsPort < 32768; nextMetricsPort++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", nextMetricsPort)); err == nil {
+			_ = l.Close()
+			nextMetricsPort++
+			return nextMetricsPort - 1
+		}
+	}
+	t.Fatal("no free port below 32768 for a role's metrics")
+	return 0
+}
+
 // startRole starts one role with errors-only logging, its output on stderr, until the test ends;
 // its metrics are served on a free port.
-func startRole(t *testing.T, bin, kubeconfig string, args ...string) (pid string, metricsPort int) {
-	metricsPort = testenv.FreePort(t)
+func startRole(t *testing.T, bin, kubeconfig string, args ...string) (pid string, port int) {
+	port = metricsPort(t)
 	cmd := exec.Command(bin, append(args, "--kubeconfig", kubeconfig, "--no-leader-elect", "--log-level", "error",
-		"--health-port", "0", "--metrics-port", strconv.Itoa(metricsPort))...)
+		"--health-port", "0", "--metrics-port", strconv.Itoa(port))...)
 	cmd.Stdout = os.Stderr
 	testenv.StartProcess(t, cmd)
-	return strconv.Itoa(cmd.Process.Pid), metricsPort
+	return strconv.Itoa(cmd.Process.Pid), port
 }
 
 // waitProvidersAndImage waits until every provider has probed its host (Provider Ready) and
 // resolved the image for it, so the timing that follows is the machines' alone.
+// It logs how long that took: with a hundred providers, each writing its row of the one VMImage's
+// status, that is minutes (docs/performance.md, "The fleet").
 func waitProvidersAndImage(ctx context.Context, t *testing.T, c client.Client, hosts []*benchHost, img *banlieuev1.VMImage) {
-	testenv.Eventually(t, 5*time.Minute, fmt.Sprintf("%d Providers Ready and image %s resolved for each", len(hosts), img.Name), func() error {
+	start := time.Now()
+	defer func() {
+		t.Logf("%d Providers Ready and image resolved for each %s after the roles started", len(hosts), time.Since(start).Round(time.Second))
+	}()
+	testenv.Eventually(t, 20*time.Minute, fmt.Sprintf("%d Providers Ready and image %s resolved for each", len(hosts), img.Name), func() error {
 		ready := 0
 		for _, h := range hosts {
 			var p banlieuev1.Provider

@@ -51,7 +51,7 @@ func configDigest(desired client.Object) ([sha256.Size]byte, error) {
 func ownedDigest(obj client.Object, manager string) (digest [sha256.Size]byte, ok bool) {
 	for _, e := range obj.GetManagedFields() {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
-			return sha256.Sum256(e.FieldsV1.Raw), true
+			return sha256.Sum256(e.FieldsV1.GetRawBytes()), true
 		}
 	}
 	return digest, false

@@ -17,7 +17,7 @@ func TestAppliedMachines(t *testing.T) {
 		m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "vm", UID: types.UID(uid)}}
 		if fields != "" {
 			m.ManagedFields = append(m.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}})
+				FieldsV1: metav1.NewFieldsV1(fields)})
 		}
 		m.ManagedFields = append(m.ManagedFields, entries...)
 		return m
@@ -33,7 +33,7 @@ func TestAppliedMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := metav1.ManagedFieldsEntry{Manager: banlieuev1.FieldManagerProviderLibvirt, Operation: metav1.ManagedFieldsOperationApply,
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:providerID":{}}}`)}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:providerID":{}}}`)}
 	const owned = `{"f:spec":{"f:vcpus":{}}}`
 
 	a := newAppliedMachines()
