@@ -40,12 +40,10 @@
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# The daemons must not inherit the caller's descriptors: started from a test run under
-# `flock`, libvirtd would hold the lock for as long as it lives. 255 is bash's own script fd.
-for fd in /proc/$$/fd/*; do
-	fd=${fd##*/}
-	if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
-done
+# The daemons must not inherit the caller's descriptors.
+# shellcheck source=lib/daemons.sh
+source "$(dirname "$0")/lib/daemons.sh"
+close_inherited_fds
 
 cmd=${1:-}
 DIR=${2:-${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}}

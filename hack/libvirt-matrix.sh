@@ -45,11 +45,10 @@
 set -euo pipefail
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# The daemons must not inherit the caller's descriptors (see hack/libvirt-lab.sh).
-for fd in /proc/"$$"/fd/*; do
-	fd=${fd##*/}
-	if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
-done
+# The daemons must not inherit the caller's descriptors.
+# shellcheck source=lib/daemons.sh
+source "$(dirname "$0")/lib/daemons.sh"
+close_inherited_fds
 
 cmd=${1:-}
 REPO=$(cd "$(dirname "$0")/.." && pwd)

@@ -23,13 +23,11 @@
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# The daemons must not inherit the caller's descriptors (see hack/libvirt-lab.sh).
-for fd in /proc/$$/fd/*; do
-	fd=${fd##*/}
-	if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
-done
-
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# The daemons must not inherit the caller's descriptors.
+# shellcheck source=../../hack/lib/daemons.sh
+source "$REPO/hack/lib/daemons.sh"
+close_inherited_fds
 cmd=${1:-}
 case "$cmd" in
 start) N=${2:?usage: $0 start N [DIR]}; DIR=${3:-/var/tmp/banlieue-fleet} ;;
@@ -84,19 +82,18 @@ wait_answers() { # I
 }
 
 stop_all() {
-	local f pid
+	local f pid pids=()
 	for f in "$DIR"/host-*/libvirtd.pid; do
 		running "$f" || continue
 		pid=$(cat "$f")
-		kill -TERM "$pid" 2>/dev/null || true
+		kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
 	done
-	for f in "$DIR"/host-*/libvirtd.pid; do
-		[ -s "$f" ] || continue
-		pid=$(cat "$f")
+	# A daemon removes its PID file as it exits: wait on the PIDs read above, not on the files.
+	for pid in "${pids[@]}"; do
 		for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null || true
-		rm -f "$f"
 	done
+	rm -f "$DIR"/host-*/libvirtd.pid
 }
 
 case "$cmd" in
@@ -114,7 +111,7 @@ start)
 	DIR=$(cd "$DIR" && pwd)
 	"$REPO/hack/libvirt-lab.sh" pki "$DIR"
 	rm -f "$DIR/hosts.new"
-	begin=$(date +%s.%N)
+	begin=$SECONDS
 	# Host 0 probes QEMU (seconds of CPU); every other host starts from its cache, which libvirt
 	# keys on the binaries and the kernel, all shared here.
 	start_host 0
@@ -128,7 +125,7 @@ start)
 	done
 	for ((i = 1; i < N; i++)); do wait_answers "$i"; done
 	sort -n "$DIR/hosts.new" >"$DIR/hosts" && rm -f "$DIR/hosts.new"
-	say "ready: $N hosts on 127.0.0.1:$BASE_PORT-$((BASE_PORT + N - 1)) in $(echo "$(date +%s.%N) - $begin" | bc | cut -c1-5)s; list in $DIR/hosts"
+	say "ready: $N hosts on 127.0.0.1:$BASE_PORT-$((BASE_PORT + N - 1)) in $((SECONDS - begin))s; list in $DIR/hosts"
 	;;
 stop)
 	stop_all

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"banlieue.io/banlieue/bench/internal/metric"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -100,18 +102,18 @@ func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily, 
 	for _, families := range roles {
 		f := families["controller_runtime_reconcile_time_seconds"]
 		for _, m := range f.GetMetric() {
-			name := label(m, "controller")
+			name := metric.Label(m, "controller")
 			h := s.reconcile[name]
 			h.add(m.GetHistogram())
 			s.reconcile[name] = h
 		}
 	}
 	for _, m := range apiServerMetrics(t, cfg)["apiserver_request_total"].GetMetric() {
-		res := label(m, "resource")
-		if sub := label(m, "subresource"); sub != "" {
+		res := metric.Label(m, "resource")
+		if sub := metric.Label(m, "subresource"); sub != "" {
 			res += "/" + sub
 		}
-		s.requests[label(m, "verb")+" "+res] += m.GetCounter().GetValue()
+		s.requests[metric.Label(m, "verb")+" "+res] += m.GetCounter().GetValue()
 	}
 	return s
 }
@@ -209,26 +211,12 @@ func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
 	return families
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // phase is what happened between two samples: the reconcile latency of each controller and the
 // API server's requests per VM. LIST and WATCH are left out (informers list once and the bench
 // polls by listing), and so are the bench's own CREATEs of the VMs and its one DELETECOLLECTION.
 func phase(from, to sample, vms int, benchCreates float64) string {
-	var names []string
-	for name := range to.reconcile {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	var lat []string
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(to.reconcile)) {
 		h := to.reconcile[name].minus(from.reconcile[name])
 		if h.n == 0 {
 			continue
@@ -264,13 +252,8 @@ func phase(from, to sample, vms int, benchCreates float64) string {
 	for _, r := range reqs[:min(len(reqs), 8)] {
 		top = append(top, fmt.Sprintf("%s %.1f", r.key, r.n/float64(vms)))
 	}
-	var groups []string
-	for g := range to.cpu {
-		groups = append(groups, g)
-	}
-	slices.Sort(groups)
 	var cpu []string
-	for _, g := range groups {
+	for _, g := range slices.Sorted(maps.Keys(to.cpu)) {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f", g, float64((to.cpu[g]-from.cpu[g]).Microseconds())/1000/float64(vms)))
 	}
 	return fmt.Sprintf("reconcile: %s; API requests per VM %.1f (%s); CPU ms per VM: %s", strings.Join(lat, ", "), total/float64(vms),

@@ -152,12 +152,9 @@ func startRole(t *testing.T, bin, kubeconfig string, args ...string) (pid string
 // waitProvidersAndImage waits until every provider has probed its host (Provider Ready) and
 // resolved the image for it, so the timing that follows is the machines' alone.
 // It logs how long that took: with a hundred providers, each writing its row of the one VMImage's
-// status, that is minutes (docs/performance.md, "The fleet").
+// status, that is minutes (docs/performance.md, "The fleet bench").
 func waitProvidersAndImage(ctx context.Context, t *testing.T, c client.Client, hosts []*benchHost, img *banlieuev1.VMImage) {
 	start := time.Now()
-	defer func() {
-		t.Logf("%d Providers Ready and image resolved for each %s after the roles started", len(hosts), time.Since(start).Round(time.Second))
-	}()
 	testenv.Eventually(t, 20*time.Minute, fmt.Sprintf("%d Providers Ready and image %s resolved for each", len(hosts), img.Name), func() error {
 		ready := 0
 		for _, h := range hosts {
@@ -178,4 +175,5 @@ func waitProvidersAndImage(ctx context.Context, t *testing.T, c client.Client, h
 		return testenv.Unmet(ready == len(hosts) && resolved == len(hosts),
 			fmt.Sprintf("%d of %d Providers Ready, image resolved for %d", ready, len(hosts), resolved))
 	})
+	t.Logf("%d Providers Ready and image resolved for each %s after the roles started", len(hosts), time.Since(start).Round(time.Second))
 }

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"banlieue.io/banlieue/bench/internal/metric"
 )
 
 // apiCounter counts the manager's API requests by verb and resource (resource[/subresource]):
@@ -88,25 +89,16 @@ func (b *bench) work() work {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
 			case "controller_runtime_reconcile_total":
-				if label(m, "controller") == "libvirtmachine" {
+				if metric.Label(m, "controller") == "libvirtmachine" {
 					w.passes += m.GetCounter().GetValue()
 				}
 			case "banlieue_libvirt_rpc_duration_seconds":
-				w.rpcs[label(m, "procedure")] += float64(m.GetHistogram().GetSampleCount())
-				w.rpcMS[label(m, "procedure")] += m.GetHistogram().GetSampleSum() * 1000
+				w.rpcs[metric.Label(m, "procedure")] += float64(m.GetHistogram().GetSampleCount())
+				w.rpcMS[metric.Label(m, "procedure")] += m.GetHistogram().GetSampleSum() * 1000
 			}
 		}
 	}
 	return w
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // printWork prints, per VM, what the provider and the controller spent between two snapshots:

@@ -14,7 +14,7 @@ import (
 // API server then recorded as the controller's, so that a pass whose machine would not change
 // skips the apply. A VM is reconciled on every change of its machine (the provider's finalizer,
 // providerID and status writes): five passes per VM were five applies of the same machine, the
-// most frequent write of a burst (docs/performance.md, "The fleet").
+// most frequent write of a burst (docs/performance.md, "The fleet bench").
 //
 // Skipping is safe when the configuration is the one applied last and the controller still owns
 // exactly the fields it owned after that apply: another writer changing one of those fields

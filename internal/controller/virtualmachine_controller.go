@@ -217,7 +217,7 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 	in.nsLabels = ns.Labels
 	// The siblings are only read (withAssumed copies before it changes one), and a pass of each
 	// of a namespace's N VMs lists all N: copied, that was O(N²) work for a burst, most of the
-	// controller's CPU with 1 000 VMs in one namespace (docs/performance.md, "The fleet").
+	// controller's CPU with 1 000 VMs in one namespace (docs/performance.md, "The fleet bench").
 	var siblings banlieuev1.VirtualMachineList
 	if err := r.client.List(ctx, &siblings, client.InNamespace(vm.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("listing VirtualMachines: %w", err)

@@ -76,8 +76,7 @@ type Options struct {
 func CacheByObject(o Options) map[client.Object]cache.ByObject {
 	machines := cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
 	by := map[client.Object]cache.ByObject{
-		&batchv1.Job{}:            {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
-		&infrav1.LibvirtMachine{}: machines,
+		&batchv1.Job{}: {Namespaces: map[string]cache.Config{o.BuildNamespace: {}}},
 	}
 	if o.ProviderName != "" {
 		by[&banlieuev1.Provider{}] = cache.ByObject{Field: providerlibvirt.ProviderFieldSelector(o.ProviderName)}
@@ -86,8 +85,8 @@ func CacheByObject(o Options) map[client.Object]cache.ByObject {
 		// machine never leaves the selection while its provider serves it; one placed later
 		// (Cluster API's) enters it then.
 		machines.Field = providerlibvirt.MachineFieldSelector(o.ProviderName)
-		by[&infrav1.LibvirtMachine{}] = machines
 	}
+	by[&infrav1.LibvirtMachine{}] = machines
 	return by
 }
 
