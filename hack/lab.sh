@@ -229,24 +229,14 @@ XML
   echo "    network $nat_network: NAT, DHCP, bridge $nat_bridge, ${nat_subnet}0/24"
 }
 
-# stop_nat_network destroys the network (libvirtd removes its bridge, dnsmasq and NAT rules).
-# A libvirtd that stopped with the network up left the bridge and the rules behind (and
-# hack/libvirt-lab.sh stop ended the dnsmasq): those go by hand, the rules being the ones that
-# name the network's subnet or bridge.
+# stop_nat_network destroys the network (libvirtd removes its bridge, dnsmasq and NAT rules). A
+# libvirtd that stopped with the network up left them behind: hack/libvirt-lab.sh stop removes
+# those, for every network its libvirtd had started.
 stop_nat_network() {
   if hack/libvirt-lab.sh status "$libvirt_lab" >/dev/null 2>&1 &&
     lab_virsh net-info "$nat_network" >/dev/null 2>&1; then
     lab_virsh net-destroy "$nat_network" >/dev/null
     echo "stopped network $nat_network"
-  fi
-  if ip link show "$nat_bridge" >/dev/null 2>&1; then
-    ip link del "$nat_bridge"
-    local table rule
-    for table in filter nat mangle; do
-      iptables -t "$table" -S 2>/dev/null | grep -F -e "${nat_subnet}0/24" -e "$nat_bridge" |
-        while read -ra rule; do iptables -t "$table" -D "${rule[@]:1}"; done
-    done
-    echo "removed bridge $nat_bridge and its NAT rules, left by a stopped libvirtd"
   fi
 }
 
