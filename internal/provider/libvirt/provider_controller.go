@@ -27,7 +27,6 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
-	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -62,6 +61,8 @@ type ProviderReconciler struct {
 	recorder events.EventRecorder
 	// announced keeps a pass reading a stale cache from announcing a transition twice.
 	announced announced
+	// statuses keeps a probe that finds the host as before from writing the status again.
+	statuses providerStatuses
 }
 
 // SetupWithManager registers the reconciler.
@@ -93,6 +94,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Connections.ForgetHost(req.NamespacedName)
+			r.statuses.forget(req.NamespacedName)
 			_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
 			forgetFailureDomains(req.Namespace, req.Name)
 		}
@@ -152,7 +154,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		setCondition(status, &p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonCapabilitiesIncomplete,
 			"declared capabilities missing on the host: "+strings.Join(n.missing, ", "))
 	}
-	if err := ssa.ApplyStatus(ctx, r.Client, &p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+	if err := r.statuses.write(ctx, r.Client, &p, status); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.emitReachability(&p, p.Status.Conditions, status.Conditions)
@@ -275,7 +277,7 @@ func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Prov
 	setCondition(status, p, banlieuev1.ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
 	setCondition(status, p, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	recordFailureDomains(p.Namespace, p.Name, 0)
-	if err := ssa.ApplyStatus(ctx, r.Client, p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+	if err := r.statuses.write(ctx, r.Client, p, status); err != nil {
 		return err
 	}
 	r.emitReachability(p, p.Status.Conditions, status.Conditions)

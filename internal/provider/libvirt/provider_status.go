@@ -1,0 +1,59 @@
+package libvirt
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// providerStatuses remembers the status this process last applied to each Provider, so that a
+// probe finding the host as before sends nothing: every Provider is probed every 30 s, and a
+// fleet's hundred providers would otherwise apply an unchanged status more than three times a
+// second between them.
+type providerStatuses struct {
+	last sync.Map // types.NamespacedName → banlieuev1.ProviderStatus
+}
+
+// write applies status to p unless statusUnchanged says the API server already holds it, and
+// remembers what it applied.
+func (s *providerStatuses) write(ctx context.Context, c client.Client, p *banlieuev1.Provider, status *banlieuev1.ProviderStatus) error {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	var last *banlieuev1.ProviderStatus
+	if v, ok := s.last.Load(key); ok {
+		l := v.(banlieuev1.ProviderStatus)
+		last = &l
+	}
+	if statusUnchanged(&p.Status, last, status) {
+		return nil
+	}
+	if err := ssa.ApplyStatus(ctx, c, p, status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+		s.last.Delete(key) // the write may or may not have landed
+		return err
+	}
+	s.last.Store(key, *status.DeepCopy())
+	return nil
+}
+
+// forget drops a deleted Provider's record.
+func (s *providerStatuses) forget(key types.NamespacedName) { s.last.Delete(key) }
+
+// statusUnchanged reports whether applying next would change nothing: the status read (cached,
+// without the operator's status.workload, which this role never writes) is next, and so is the
+// last status this process applied. The second keeps a read that lags behind this process's own
+// write from hiding it: a probe that wrote ConnectFailed and, in its next pass, reads a cache
+// still showing the Ready from before must write Ready again. Before its first write a process
+// always writes.
+func statusUnchanged(cached, last, next *banlieuev1.ProviderStatus) bool {
+	if last == nil {
+		return false
+	}
+	read := *cached
+	read.Workload = nil
+	return equality.Semantic.DeepEqual(&read, next) && equality.Semantic.DeepEqual(last, next)
+}
