@@ -10,7 +10,8 @@
 #   start             install missing Debian packages (apt-get update only when installing),
 #                     create the PKI, start virtlogd + libvirtd. A no-op when already running.
 #   stop              stop only what start launched (PID files), then any QEMU/swtpm/dnsmasq
-#                     the daemon left behind (found through the daemon's own PID files).
+#                     the daemon left behind (found through the daemon's own PID files), and
+#                     the bridge and firewall rules of each network it had up (its status files).
 #   env               print DIR/env.
 #   restart-libvirtd  kill -9 libvirtd (a crash, not a clean stop) and start it again with the
 #                     same state; tests use it after killing the daemon mid-call.
