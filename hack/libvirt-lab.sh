@@ -293,11 +293,16 @@ stop_pid() {
 	kill -KILL "$pid" 2>/dev/null || true
 }
 
+# libvirt_run prints where the daemon's /run/libvirt is seen from here.
+libvirt_run() {
+	if [ "$(cat "$DIR/mode" 2>/dev/null)" = private ]; then echo "$DIR/state/run"; else echo /run/libvirt; fi
+}
+
 # Children libvirtd spawned keep running after it exits; they are found through the daemon's
 # own PID files and checked by executable so a recycled PID is never hit.
 stop_leftovers() {
-	local run=/run/libvirt f pid exe
-	[ "$(cat "$DIR/mode" 2>/dev/null)" = private ] && run=$DIR/state/run
+	local run f pid exe
+	run=$(libvirt_run)
 	[ -d "$run" ] || return 0
 	for f in "$run"/qemu/*.pid "$run"/qemu/swtpm/*.pid "$run"/network/*.pid; do
 		[ -s "$f" ] || continue
@@ -309,41 +314,6 @@ stop_leftovers() {
 		esac
 	done
 	rm -f "$DIR/leftover.pid"
-}
-
-# A network libvirtd started outlives the daemon: its bridge and its firewall rules stay in this
-# machine's network namespace, which the lab shares, and the next libvirtd refuses a network on
-# that bridge ("Network is already in use by interface ..."). libvirtd's status file for each
-# live network names its bridge and address; the bridge goes, with every rule that names the
-# bridge or the network's subnet, then the status file. Run once libvirtd has stopped.
-stop_leftover_networks() {
-	local run=/run/libvirt f bridge cidr table rule
-	[ "$(cat "$DIR/mode" 2>/dev/null)" = private ] && run=$DIR/state/run
-	for f in "$run"/network/*.xml; do
-		[ -s "$f" ] || continue
-		bridge=$(grep -o "<bridge name='[^']*'" "$f" | head -1 | cut -d"'" -f2)
-		[ -n "$bridge" ] || continue
-		if ip link show "$bridge" >/dev/null 2>&1; then
-			cidr=$(ip -4 -o addr show dev "$bridge" | awk '{print $4; exit}')
-			ip link del "$bridge"
-			for table in filter nat mangle; do
-				iptables -t "$table" -S 2>/dev/null | grep -F -e "$bridge" ${cidr:+-e "$(subnet_of "$cidr")"} |
-					while read -ra rule; do iptables -t "$table" -D "${rule[@]:1}"; done
-			done
-			say "removed bridge $bridge${cidr:+ ($cidr)} and its firewall rules, left by a stopped libvirtd"
-		fi
-		rm -f "$f"
-	done
-}
-
-# subnet_of prints the network of an address with prefix: 198.18.64.1/24 -> 198.18.64.0/24.
-subnet_of() {
-	local a b c d p=${1#*/} n mask
-	IFS=. read -r a b c d <<<"${1%/*}"
-	n=$(((a << 24) | (b << 16) | (c << 8) | d))
-	mask=$(((0xffffffff << (32 - p)) & 0xffffffff))
-	n=$((n & mask))
-	echo "$((n >> 24 & 255)).$((n >> 16 & 255)).$((n >> 8 & 255)).$((n & 255))/$p"
 }
 
 case "$cmd" in
@@ -386,7 +356,7 @@ stop)
 	stop_pid libvirtd "$DIR/libvirtd.pid"
 	stop_pid virtlogd "$DIR/virtlogd.pid"
 	stop_leftovers
-	stop_leftover_networks
+	remove_leftover_networks "$(libvirt_run)"
 	rm -f "$DIR/libvirtd.pid" "$DIR/virtlogd.pid"
 	;;
 env)

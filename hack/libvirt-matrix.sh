@@ -17,7 +17,8 @@
 #           the daemon reports the release's libvirt version and a qemu domain type for x86_64.
 #           A no-op when already running.
 #   stop    stop only what start launched (PID files), then any QEMU/swtpm/dnsmasq the daemon
-#           left behind (found through the daemon's own PID files).
+#           left behind (found through the daemon's own PID files), and the bridge and firewall
+#           rules of each network it had up (its status files).
 #   env     print DIR/env.   status  exit 0 when libvirtd answers on the release's TLS port.
 #   clean   stop, then rm -rf DIR (the cached root stays).
 #   test    for each RELEASE (default: bullseye trixie): clean, start, run the provisioning and
@@ -374,6 +375,7 @@ do_stop() {
 	stop_pid libvirtd "$DIR/libvirtd.pid"
 	stop_pid virtlogd "$DIR/virtlogd.pid"
 	stop_leftovers
+	remove_leftover_networks "$DIR/upper/run/libvirt"
 	rm -f "$DIR/libvirtd.pid" "$DIR/virtlogd.pid"
 }
 

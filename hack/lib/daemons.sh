@@ -1,5 +1,5 @@
 # Sourced by the scripts that start libvirt daemons (hack/libvirt-lab.sh, hack/libvirt-matrix.sh,
-# bench/load/hosts.sh).
+# bench/load/hosts.sh), which define say.
 #
 # close_inherited_fds closes every descriptor of this shell but 0-2 and 255 (bash's own script
 # fd), so daemons started from it inherit none: started from a test run under `flock`, libvirtd
@@ -9,5 +9,30 @@ close_inherited_fds() {
 	for fd in /proc/$$/fd/*; do
 		fd=${fd##*/}
 		if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+	done
+}
+
+# remove_leftover_networks RUN removes what the networks of a stopped libvirtd left behind; RUN is
+# that libvirtd's /run/libvirt as seen from here. A network outlives its daemon: the bridge and
+# its firewall rules stay in this machine's network namespace, which the daemons share, and the
+# next libvirtd refuses a network on that bridge ("Network is already in use by interface ...").
+# libvirtd keeps a status file for each live network, naming its bridge: the bridge goes, with
+# every rule that names it or its subnet (the kernel's route for the bridge's address), then the
+# status file.
+remove_leftover_networks() {
+	local f bridge subnet table rule
+	for f in "$1"/network/*.xml; do
+		[ -s "$f" ] || continue
+		bridge=$(grep -o "<bridge name='[^']*'" "$f" | head -1 | cut -d"'" -f2)
+		if [ -n "$bridge" ] && ip link show "$bridge" >/dev/null 2>&1; then
+			subnet=$(ip -4 -o route show dev "$bridge" proto kernel scope link | awk '{print $1; exit}')
+			ip link del "$bridge"
+			for table in filter nat mangle; do
+				iptables -t "$table" -S 2>/dev/null | grep -F -e "$bridge" ${subnet:+-e "$subnet"} |
+					while read -ra rule; do iptables -t "$table" -D "${rule[@]:1}"; done
+			done
+			say "removed bridge $bridge${subnet:+ ($subnet)} and its firewall rules, left by a stopped libvirtd"
+		fi
+		rm -f "$f"
 	done
 }
