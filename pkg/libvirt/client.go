@@ -64,11 +64,24 @@ type pendingCall struct {
 	// stream nobody consumes.
 	gone chan struct{}
 	// overrun, when not nil, makes the stream lossy-intolerant but never blocking: a frame
-	// that finds frames full closes overrun and it and every later frame are dropped, so a
-	// console nobody reads fast enough ends instead of stalling every call of the connection
-	// (console.go). overran is set once overrun is closed; only the router touches either.
-	overrun chan struct{}
-	overran bool
+	// that finds frames full, or would hold more than maxQueued bytes waiting, closes overrun
+	// and it and every later frame are dropped, so a console nobody reads fast enough ends
+	// instead of stalling every call of the connection (console.go). overran is set once
+	// overrun is closed; only the router touches either. queued counts the payload bytes
+	// routed and not yet taken (took).
+	overrun   chan struct{}
+	overran   bool
+	maxQueued int64
+	queued    atomic.Int64
+}
+
+// took returns f, a frame the caller received from pc.frames, and releases its bytes from the
+// lossless stream's backlog.
+func (pc *pendingCall) took(f frame) frame {
+	if pc.overrun != nil {
+		pc.queued.Add(-int64(len(f.payload)))
+	}
+	return f
 }
 
 type frame struct {
@@ -205,13 +218,17 @@ func (c *Client) routeLossless(pc *pendingCall, f frame) {
 	if pc.overran {
 		return
 	}
-	select {
-	case pc.frames <- f:
-	case <-pc.gone:
-	default:
-		pc.overran = true
-		close(pc.overrun)
+	if pc.queued.Add(int64(len(f.payload))) <= pc.maxQueued {
+		select {
+		case pc.frames <- f:
+			return
+		case <-pc.gone:
+			return
+		default:
+		}
 	}
+	pc.overran = true
+	close(pc.overrun)
 }
 
 func (c *Client) register(prog uint32, proc procedure, stream bool) (uint32, *pendingCall) {
@@ -225,10 +242,11 @@ func (c *Client) register(prog uint32, proc procedure, stream bool) (uint32, *pe
 }
 
 // registerNonBlocking registers a stream whose frames the router never waits for: up to
-// backlog frames are held, then the stream overruns (routeLossless).
-func (c *Client) registerNonBlocking(proc procedure, backlog int) (uint32, *pendingCall) {
+// backlog frames holding up to maxQueued payload bytes are held, then the stream overruns
+// (routeLossless).
+func (c *Client) registerNonBlocking(proc procedure, backlog int, maxQueued int64) (uint32, *pendingCall) {
 	pc := &pendingCall{prog: wire.ProgramRemote, proc: proc, stream: true, gone: make(chan struct{}),
-		frames: make(chan frame, backlog), overrun: make(chan struct{})}
+		frames: make(chan frame, backlog), overrun: make(chan struct{}), maxQueued: maxQueued}
 	return c.insert(pc), pc
 }
 
@@ -321,7 +339,7 @@ func (c *Client) roundTrip(ctx context.Context, prog uint32, proc procedure, arg
 func (c *Client) await(ctx context.Context, pc *pendingCall) (frame, error) {
 	select {
 	case f := <-pc.frames:
-		return f, nil
+		return pc.took(f), nil
 	case <-ctx.Done():
 		return frame{}, ctx.Err()
 	case <-c.done:
@@ -329,7 +347,7 @@ func (c *Client) await(ctx context.Context, pc *pendingCall) (frame, error) {
 		// the caller sees what the peer said rather than the hang-up that followed.
 		select {
 		case f := <-pc.frames:
-			return f, nil
+			return pc.took(f), nil
 		default:
 			return frame{}, c.err
 		}

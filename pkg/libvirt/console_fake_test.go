@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -208,9 +209,39 @@ func TestConsoleCloseAborts(t *testing.T) {
 }
 
 // A console nobody reads never stalls the connection: other calls are answered while its
-// output piles up, and past the backlog the console ends with ErrConsoleOverrun after
-// delivering, intact, what it held.
+// output piles up, and past the backlog (in frames, or in bytes) the console ends with
+// ErrConsoleOverrun after delivering, intact, what it held.
 func TestConsoleOverrunNeverBlocksTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		frameSize int // bytes per frame, each frame numbered in its first two bytes
+		frames    int // sent before anything is read
+		held      int // frames delivered before the overrun
+	}{
+		{"past the frames the backlog holds", 2, consoleBacklog + 10, consoleBacklog},
+		{"past the bytes the backlog holds", 64 << 10, consoleBacklogBytes/(64<<10) + 4, consoleBacklogBytes / (64 << 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := floodConsole(t, tc.frameSize, tc.frames)
+			if !errors.Is(err, ErrConsoleOverrun) {
+				t.Fatalf("ReadAll = %d bytes, %v; want ErrConsoleOverrun", len(got), err)
+			}
+			if len(got) != tc.held*tc.frameSize {
+				t.Fatalf("read %d bytes before the overrun, want the %d frames of %d bytes held", len(got), tc.held, tc.frameSize)
+			}
+			for i := range tc.held {
+				if n := int(binary.BigEndian.Uint16(got[i*tc.frameSize:])); n != i {
+					t.Fatalf("frame %d is frame %d: output out of order", i, n)
+				}
+			}
+		})
+	}
+}
+
+// floodConsole opens a console on a fake libvirtd that sends frames frames of frameSize bytes
+// (the first two bytes the frame's number) before answering the next call, checks that the
+// call is answered, then reads the console to its end.
+func floodConsole(t *testing.T, frameSize, frames int) ([]byte, error) {
 	f := startFake(t, func(s *fakeSession) {
 		call, _, err := s.read()
 		if err != nil {
@@ -228,8 +259,10 @@ func TestConsoleOverrunNeverBlocksTheConnection(t *testing.T) {
 			}
 			// The output goes out ahead of the first call's reply, so that reply proves
 			// the router has handled all of it.
-			for i := 0; !flooded && i < consoleBacklog+10; i++ {
-				s.write(streamFrame(call, wire.Continue, []byte{byte(i)}))
+			for i := 0; !flooded && i < frames; i++ {
+				data := make([]byte, frameSize)
+				binary.BigEndian.PutUint16(data, uint16(i))
+				s.write(streamFrame(call, wire.Continue, data))
 			}
 			flooded = true
 			s.reply(h, wire.OK, libVersionReply(1))
@@ -244,16 +277,51 @@ func TestConsoleOverrunNeverBlocksTheConnection(t *testing.T) {
 	if v, err := c.LibVersion(testContext(t)); err != nil || v != 1 {
 		t.Fatalf("a call behind an unread console: %d, %v", v, err)
 	}
-	got, err := io.ReadAll(con)
-	if !errors.Is(err, ErrConsoleOverrun) {
-		t.Fatalf("ReadAll = %d bytes, %v; want ErrConsoleOverrun", len(got), err)
-	}
-	if len(got) != consoleBacklog {
-		t.Fatalf("read %d bytes before the overrun, want the %d held", len(got), consoleBacklog)
-	}
-	for i, b := range got {
-		if int(b) != i {
-			t.Fatalf("byte %d is %d: output out of order", i, b)
+	return io.ReadAll(con)
+}
+
+// Output that is read frees the backlog: a session reading eight times the byte bound, half a
+// backlog at a time, never overruns.
+func TestConsoleBacklogFreedAsRead(t *testing.T) {
+	const frameSize, perBatch, batches = 64 << 10, consoleBacklogBytes / (64 << 10) / 2, 16
+	f := startFake(t, func(s *fakeSession) {
+		call, _, err := s.read()
+		if err != nil {
+			return
 		}
+		s.reply(call, wire.OK, nil)
+		for b := range batches {
+			for range perBatch {
+				s.write(streamFrame(call, wire.Continue, make([]byte, frameSize)))
+			}
+			if b == batches-1 {
+				s.write(streamFrame(call, wire.Continue, nil)) // end of the guest side
+				return
+			}
+			// The next batch only once the reader has taken this one and says so.
+			if h, _, err := s.read(); err != nil || h.Type != wire.Stream {
+				return
+			}
+		}
+	})
+	c := f.dial(t)
+	con, err := c.OpenConsole(testContext(t), Domain{Name: "vm"}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = con.Close() }()
+	batch := make([]byte, perBatch*frameSize)
+	for b := range batches {
+		if _, err := io.ReadFull(con, batch); err != nil {
+			t.Fatalf("batch %d of %d: %v", b+1, batches, err)
+		}
+		if b < batches-1 {
+			if _, err := con.Write([]byte{'\n'}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := io.Copy(io.Discard, con); err != nil || n != 0 {
+		t.Fatalf("after %d bytes: %d more, %v; want the end", batches*perBatch*frameSize, n, err)
 	}
 }
