@@ -1,14 +1,14 @@
 //go:build loadbench
 
 // Package load is issue 10's load row and issue 19's fleet: N powered-off VirtualMachines created
-// at once on each host, with the controller role and the libvirt machine controller in this
+// at once (or -rate R a second) on each host, with the controller role and the libvirt machine controller in this
 // process, or with -processes as the real binary's roles, one process each: the controller, and a
 // provider per host as the operator runs one per Provider. The host is the lab's, or with
 // -hosts H that many libvirtds of their own (hosts.sh), each a Provider in a namespace of its own.
 //
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]
-//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 90m -args -hosts 100 -n 50 -processes
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 90m -args -hosts 100 -n 50 -processes [-rate 5]
 //
 // A PoweredOff machine's Ready is False (DomainNotRunning) by design, so "done" is: every
 // LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. Peak RSS (VmHWM) is
@@ -42,9 +42,12 @@ import (
 )
 
 var (
-	n      = flag.Int("n", 200, "VirtualMachines created at once on each host")
+	n      = flag.Int("n", 200, "VirtualMachines created on each host, at once unless -rate")
 	hostsN = flag.Int("hosts", 0, "simulated hosts, each a libvirtd of its own started by bench/load/hosts.sh (0: the lab host of BANLIEUE_LIBVIRT_LAB)")
 	wait   = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
+	// rate paces creation below the machine's ceiling, so reconcile latency measures a pass
+	// rather than the wait for a core that a burst beyond the ceiling makes (docs/performance.md).
+	rate = flag.Float64("rate", 0, "VirtualMachines created per second in all, the hosts' interleaved (0: all at once)")
 	// processes runs the controller and provider roles as the real binary, one process each (a
 	// provider per host, as the operator runs one per Provider), so their memory is measured
 	// apart; otherwise both run in the test process.
@@ -117,15 +120,30 @@ func TestLoad(t *testing.T) {
 	}
 	atStart := take(t, env.Config, r.families(), procs)
 
-	// All at once: created from 16 goroutines, the hosts' VMs interleaved.
+	// All at once (or -rate a second), created from 16 goroutines, the hosts' VMs interleaved.
 	start := time.Now()
 	names := make(chan client.ObjectKey, total)
-	for i := range *n {
-		for _, h := range hosts {
-			names <- client.ObjectKey{Namespace: h.ns, Name: fmt.Sprintf("vm-%03d", i)}
+	go func() {
+		defer close(names)
+		var tick <-chan time.Time
+		if *rate > 0 {
+			ticker := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+			defer ticker.Stop()
+			tick = ticker.C
 		}
-	}
-	close(names)
+		for i := range *n {
+			for _, h := range hosts {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+						return
+					}
+				}
+				names <- client.ObjectKey{Namespace: h.ns, Name: fmt.Sprintf("vm-%03d", i)}
+			}
+		}
+	}()
 	errs := make(chan error, total)
 	for range 16 {
 		go func() {
@@ -248,9 +266,9 @@ func TestLoad(t *testing.T) {
 		t.Logf("changes by other suites sharing the lab (ignored): %v", foreign)
 	}
 	cw, pw := workers()
-	t.Logf("RESULT processes=%t workers controller=%d provider=%d hosts=%d n=%d per host (%d in all) created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d "+
+	t.Logf("RESULT processes=%t workers controller=%d provider=%d hosts=%d n=%d per host (%d in all) rate=%g/s (0: at once) created-in=%s half-done=%s all-done=%s (%.1f machines/s) vm-mirrored=%d "+
 		"delete-all=%s (%.1f machines/s, %.2fx the creation time) when-all-done: %s; after deletion: %s; hosts-changed=%d",
-		*processes, cw, pw, len(hosts), *n, total, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
+		*processes, cw, pw, len(hosts), *n, total, *rate, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
 		float64(total)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), float64(total)/deleted.Seconds(), deleted.Seconds()/all.Seconds(),
 		peak, r.memory(), changed)
 	t.Logf("RESULT creation: %s", phase(atStart, atDone, total, float64(total)))
