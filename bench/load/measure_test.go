@@ -249,8 +249,8 @@ func phase(from, to sample, vms int, benchCreates float64) string {
 		return strings.Compare(a.key, b.key)
 	})
 	var top []string
-	for _, r := range reqs[:min(len(reqs), 8)] {
-		top = append(top, fmt.Sprintf("%s %.1f", r.key, r.n/float64(vms)))
+	for _, r := range reqs[:min(len(reqs), 16)] {
+		top = append(top, fmt.Sprintf("%s %.2f (%.0f)", r.key, r.n/float64(vms), r.n))
 	}
 	var cpu []string
 	for _, g := range slices.Sorted(maps.Keys(to.cpu)) {

@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/userdata"
@@ -37,6 +39,8 @@ const (
 
 type suite struct {
 	c client.Client
+	// recorder is the manager's, for the passes a test runs itself (expectRequeue).
+	recorder events.EventRecorder
 }
 
 func TestControllerAgainstAPIServer(t *testing.T) {
@@ -50,7 +54,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 	}
 	testenv.StartManager(t, mgr)
 
-	s := &suite{c: env.Client}
+	s := &suite{c: env.Client, recorder: mgr.GetEventRecorder("banlieue-controller")}
 	s.create(ctx, t, guideClass("small", false))
 	s.create(ctx, t, guideClass("small-tpm", true))
 
@@ -118,6 +122,7 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 	if g := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionGuestReady); g != nil {
 		t.Errorf("GuestReady = %+v, want absent while the machine has none", g)
 	}
+	s.expectRequeue(ctx, t, ns, "web-01", app.RequeueLong)
 
 	// Another pass of the controller (a VM label change) must leave the provider's providerID.
 	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Labels["tier"] = "front" })
@@ -151,6 +156,7 @@ func (s *suite) testImageNotReady(ctx context.Context, t *testing.T) {
 	s.waitImage(ctx, t, "img-b", func(img *banlieuev1.VMImage) bool {
 		return hasCondition(img.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, "Importing")
 	})
+	s.expectRequeue(ctx, t, ns, "web-01", app.RequeueDefault)
 	// Well within the 30 s default requeue: only the VMImage watch can explain a quick pickup.
 	start := time.Now()
 	s.imageRows(ctx, t, "img-b", readyRowIn(ns, "host"))

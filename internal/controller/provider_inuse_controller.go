@@ -8,7 +8,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -32,7 +34,10 @@ func (r *providerInUseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.client.Get(ctx, req.NamespacedName, &p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	inUse, err := referenced(ctx, r.client, &p, client.MatchingFields{providerRefIndex: client.ObjectKeyFromObject(&p).String()})
+	// Only read, so the cache's machines are not copied: a Provider with a thousand machines
+	// would otherwise copy them all on every pass.
+	inUse, err := referenced(ctx, r.client, &p, client.MatchingFields{providerRefIndex: client.ObjectKeyFromObject(&p).String()},
+		client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -77,6 +82,16 @@ func referenced(ctx context.Context, reader client.Reader, p *banlieuev1.Provide
 		}
 	}
 	return false, nil
+}
+
+// providerRefChanged passes the machine events that can change whether a Provider is in use: a
+// machine created or deleted, or moved to another Provider (a Cluster API machine placed after
+// its creation). Any other update (a status write, a finalizer) leaves the answer as it was, and
+// would make a machine wake its Provider several times on its way to realised.
+func providerRefChanged(k infraKind) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return k.providerOf(e.ObjectOld) != k.providerOf(e.ObjectNew)
+	}}
 }
 
 // providerOfMachine maps a machine of kind k to the Provider it references; on an update both

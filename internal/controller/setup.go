@@ -112,7 +112,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&banlieuev1.Provider{}, inScope).
 		WithOptions(app.ControllerOptions(opts.Workers))
 	for _, k := range allInfraKinds() {
-		inUse = inUse.Watches(k.newObject(), handler.EnqueueRequestsFromMapFunc(providerOfMachine(k)), inScope)
+		inUse = inUse.Watches(k.newObject(), handler.EnqueueRequestsFromMapFunc(providerOfMachine(k)), inScope,
+			builder.WithPredicates(providerRefChanged(k)))
 	}
 	if err := inUse.Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
