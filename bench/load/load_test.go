@@ -47,7 +47,7 @@ var (
 	wait   = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
 	// rate paces creation below the machine's ceiling, so reconcile latency measures a pass
 	// rather than the wait for a core that a burst beyond the ceiling makes (docs/performance.md).
-	rate = flag.Float64("rate", 0, "VirtualMachines created per second in all, the hosts' interleaved (0: all at once)")
+	rate = flag.Float64("rate", 0, "VirtualMachines created per second in all, the hosts interleaved (0: all at once)")
 	// processes runs the controller and provider roles as the real binary, one process each (a
 	// provider per host, as the operator runs one per Provider), so their memory is measured
 	// apart; otherwise both run in the test process.
@@ -127,7 +127,7 @@ func TestLoad(t *testing.T) {
 		defer close(names)
 		var tick <-chan time.Time
 		if *rate > 0 {
-			ticker := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+			ticker := time.NewTicker(max(time.Duration(float64(time.Second) / *rate), time.Microsecond))
 			defer ticker.Stop()
 			tick = ticker.C
 		}

@@ -15,8 +15,9 @@ const (
 	// RequeueDefault: a converged object is looked at again after this long, to notice drift
 	// nothing announces (a host changed behind banlieue's back).
 	RequeueDefault = 30 * time.Second
-	// RequeueLong: an object that waits on a person (a refused input, a paused object) is
-	// looked at again after this long; its own edit wakes it sooner.
+	// RequeueLong: an object that waits on a person (a refused input, a paused object), or a
+	// converged one whose every input is watched (a VirtualMachine, docs/operations.md), is
+	// looked at again after this long; an edit wakes it sooner.
 	RequeueLong = 300 * time.Second
 )
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -122,6 +123,14 @@ func TestCAPIPlacementAgainstAPIServer(t *testing.T) {
 		if got := placedOn(machine("asked", "kvm-2", nil)); got != "kvm-2" {
 			t.Errorf("placed on %s, the Machine asked for kvm-2", got)
 		}
+		// The machine was created with no Provider: only its placement, an update, tells the
+		// provider-in-use controller that kvm-2 is now in use (providerRefChanged).
+		testenv.Eventually(t, 30*time.Second, "kvm-2 holds the provider-in-use finalizer", func() error {
+			var p banlieuev1.Provider
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kvm-2"}, &p)
+			return testenv.Unmet(err == nil && controllerutil.ContainsFinalizer(&p, banlieuev1.FinalizerProviderInUse),
+				fmt.Sprintf("finalizers %v (%v)", p.Finalizers, err))
+		})
 	})
 	t.Run("no failure domain asked: spread over the cluster's", func(t *testing.T) {
 		count := map[string]int{"kvm-2": 1} // "asked"

@@ -122,7 +122,7 @@ func (s *suite) testGuide(ctx context.Context, t *testing.T) {
 	if g := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionGuestReady); g != nil {
 		t.Errorf("GuestReady = %+v, want absent while the machine has none", g)
 	}
-	s.expectRequeue(ctx, t, ns, "web-01", app.RequeueLong)
+	s.expectRequeue(ctx, t, ns, "web-01", app.RequeueDefault) // its user-data source is not watched
 
 	// Another pass of the controller (a VM label change) must leave the provider's providerID.
 	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Labels["tier"] = "front" })
@@ -164,6 +164,10 @@ func (s *suite) testImageNotReady(ctx context.Context, t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("LibvirtMachine appeared %s after the image became ready; the VMImage watch should be immediate", d)
 	}
+	s.waitVM(ctx, t, ns, "web-01", "Scheduled=True", func(vm *banlieuev1.VirtualMachine) bool {
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionTrue, banlieuev1.ReasonScheduled)
+	})
+	s.expectRequeue(ctx, t, ns, "web-01", app.RequeueLong) // converged, and everything it reads is watched
 }
 
 func (s *suite) testTPM(ctx context.Context, t *testing.T) {
@@ -298,7 +302,7 @@ func (s *suite) testUserDataErrors(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	// Secrets are not watched: the next pass carries the edit, here one a VM edit brings
-	// rather than the 30 s requeue.
+	// rather than the 30 s requeue a VM with user-data keeps (convergedRequeue).
 	s.patchVM(ctx, t, ns, "web-01", func(vm *banlieuev1.VirtualMachine) { vm.Labels["edited"] = "1" })
 	m = s.waitMachineWhere(ctx, t, ns, "web-01", "a new userDataHash", func(n *infrav1.LibvirtMachine) bool {
 		return n.Spec.UserDataHash != m.Spec.UserDataHash

@@ -12,9 +12,9 @@ import (
 )
 
 // expectRequeue runs one pass of a reconciler of its own over the VM, beside the manager's, and
-// checks when it asks to look again: a converged VM at app.RequeueLong, as everything it reads
-// is watched; a VM waiting on a refusal at app.RequeueDefault. A pass that meets the manager's
-// (a conflict on the status it wrote) is tried again.
+// checks when it asks to look again (convergedRequeue, or app.RequeueDefault for a VM the
+// scheduler cannot place yet). A pass that meets the manager's (a conflict on the status it
+// wrote) is tried again.
 func (s *suite) expectRequeue(ctx context.Context, t *testing.T, ns, name string, want time.Duration) {
 	t.Helper()
 	r := &virtualMachineReconciler{client: s.c, apiReader: s.c, recorder: s.recorder,

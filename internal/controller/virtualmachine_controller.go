@@ -192,11 +192,7 @@ func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.V
 	mirror(status, kind.view(machine), vm.Generation)
 	status.Scheduled = stamped(status.Scheduled, next)
 	status.InfrastructureRef = infrastructureRef(kind, vm)
-	// Converged. Everything this pass read is watched (the VM, its class, image, Providers,
-	// namespace and machine) and nothing here depends on the time, so the long interval is only
-	// a safety net: at 30 s a fleet's 5 000 realised VMs cost the controller 167 passes a second
-	// that found nothing to do (docs/performance.md, "The fleet bench").
-	return app.RequeueLong, nil
+	return convergedRequeue(vm), nil
 }
 
 // readInputs reads the VM's class, image, the Providers it may go to (its namespace's and the
