@@ -14,8 +14,8 @@ import (
 // found nothing to do (docs/performance.md, "The fleet bench"). Two inputs are not watched and
 // keep app.RequeueDefault: the user-data source, read by name because the controller may not
 // list or watch Secrets, and, under anti-affinity rules, the siblings, whose creation or
-// deletion may move the placement the rules prefer. SPEC's 30 s for every converged VM is
-// departed from on purpose (docs/decisions.md, "A converged VM requeues long").
+// deletion may move the placement the rules prefer (docs/decisions.md, "A converged VM requeues
+// long").
 func convergedRequeue(vm *banlieuev1.VirtualMachine) time.Duration {
 	if vm.Spec.UserData != nil || vm.Spec.Placement != nil && len(vm.Spec.Placement.AntiAffinity) > 0 {
 		return app.RequeueDefault
