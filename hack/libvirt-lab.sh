@@ -5,6 +5,7 @@
 # every address (TLS with a client certificate of the lab's CA is still required).
 #
 # Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki|daemon-config [DIR]
+#        hack/libvirt-lab.sh hold-start|forget-start DOMAIN [DIR]
 #        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
 #
 #   start             install missing Debian packages (apt-get update only when installing),
@@ -15,6 +16,15 @@
 #   env               print DIR/env.
 #   restart-libvirtd  kill -9 libvirtd (a crash, not a clean stop) and start it again with the
 #                     same state; tests use it after killing the daemon mid-call.
+#   hold-start DOMAIN the next start of DOMAIN stops inside libvirtd, after libvirtd saved the
+#                     domain's status and before QEMU runs, until libvirtd is killed (a fault
+#                     test's kill point, docs/reliability.md B10). DIR/held/DOMAIN appears when it
+#                     is held. A qemu hook (the lab's private /etc/libvirt/hooks/qemu) makes the
+#                     domain's PID file a FIFO, whose open blocks libvirtd's forked child; only
+#                     with a private state.
+#   forget-start DOMAIN  the host repair of a start libvirtd lost (DomainStartLost, docs/reliability.md
+#                     B10): stop libvirtd, remove its status file of DOMAIN, start libvirtd again;
+#                     the domain is then shut off and banlieue starts it.
 #   status            exit 0 when libvirtd answers on the TLS port.
 #   pki               only create DIR/pki (as start does; kept when present).
 #   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does, but
@@ -47,6 +57,10 @@ source "$(dirname "$0")/lib/daemons.sh"
 close_inherited_fds
 
 cmd=${1:-}
+if [ "$cmd" = forget-start ] || [ "$cmd" = hold-start ]; then
+	DOMAIN=${2:?$cmd needs the domain name}
+	shift
+fi
 DIR=${2:-${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}}
 ADDR=127.0.0.1
 # hack/node.sh's bridge address (its node IP): where the node's pods reach this machine.
@@ -185,6 +199,20 @@ write_config() {
 	# libvirt creates at install time; a fresh lab state has no such directory, and a domain
 	# whose log file cannot be opened does not start.
 	mkdir -p "$DIR/state/log/qemu"
+	# hold-start's hook. It runs inside the daemons' namespace at "start begin", after libvirtd
+	# removed the domain's stale PID file and before it forks QEMU; libvirtd reads the hook
+	# scripts when it starts.
+	mkdir -p "$DIR/state/etc/hooks"
+	cat >"$DIR/state/etc/hooks/qemu" <<-EOF
+		#!/bin/sh
+		# Written by hack/libvirt-lab.sh (hold-start).
+		cat >/dev/null
+		[ "\$2 \$3" = "start begin" ] && [ -e "$DIR/hold-start/\$1" ] || exit 0
+		rm -f "$DIR/hold-start/\$1"
+		mkfifo "/run/libvirt/qemu/\$1.pid" && mkdir -p "$DIR/held" && touch "$DIR/held/\$1"
+		exit 0
+	EOF
+	chmod 755 "$DIR/state/etc/hooks/qemu"
 	cat >"$DIR/env" <<-EOF
 		export BANLIEUE_LIBVIRT_LAB=$DIR
 		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
@@ -351,6 +379,26 @@ restart-libvirtd)
 	fi
 	start_libvirtd
 	say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid"))"
+	;;
+hold-start)
+	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
+	case "$DOMAIN" in */* | .*) fail "not a domain name: $DOMAIN" ;; esac
+	[ "$(cat "$DIR/mode")" = private ] || fail "hold-start needs the lab's private state"
+	mkdir -p "$DIR/hold-start"
+	rm -f "$DIR/held/$DOMAIN"
+	touch "$DIR/hold-start/$DOMAIN"
+	;;
+forget-start)
+	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
+	case "$DOMAIN" in */* | .*) fail "not a domain name: $DOMAIN" ;; esac
+	stop_pid libvirtd "$DIR/libvirtd.pid"
+	pidfile=$(libvirt_run)/qemu/$DOMAIN.pid
+	# A start held by hold-start: its child blocks opening the FIFO until a reader comes, then
+	# finds libvirtd gone and exits without running QEMU.
+	if [ -p "$pidfile" ]; then timeout 5 cat "$pidfile" >/dev/null || true; fi
+	rm -f "$(libvirt_run)/qemu/$DOMAIN.xml" "$pidfile" "$DIR/held/$DOMAIN"
+	start_libvirtd
+	say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid")) without the status of domain $DOMAIN"
 	;;
 stop)
 	stop_pid libvirtd "$DIR/libvirtd.pid"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,4 +134,14 @@ func (l LibvirtLab) DaemonPID(t testing.TB) int {
 		t.Fatalf("libvirtd.pid: %v", err)
 	}
 	return pid
+}
+
+// Script runs hack/libvirt-lab.sh with args and the lab's Dir (start, restart-libvirtd,
+// hold-start DOMAIN, forget-start DOMAIN, …), failing the test with its output when it fails.
+func (l LibvirtLab) Script(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(RepoRoot(), "hack", "libvirt-lab.sh"), append(args, l.Dir)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/libvirt-lab.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }

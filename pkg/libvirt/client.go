@@ -305,6 +305,24 @@ func newFrame(args func(*xdr.Encoder)) []byte {
 // than the caller's deadline.
 var errCallTimeout = errors.New("libvirt call timeout")
 
+type callTimeoutKey struct{}
+
+// WithCallTimeout returns ctx for calls that wait up to d for their reply instead of the
+// client's own timeout (Dialer.Timeout): for a call libvirtd may hold as long as that timeout
+// or longer, such as a state change it queues behind another job of the domain and gives up on
+// after its own 30 s, whose refusal the caller needs to read. A deadline of ctx still applies.
+func WithCallTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, callTimeoutKey{}, d)
+}
+
+// callTimeout is the timeout of a call made with ctx.
+func (c *Client) callTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(callTimeoutKey{}).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return c.timeout
+}
+
 // call performs one RPC: args encodes the arguments, ret (if not nil) decodes the result.
 func (c *Client) call(ctx context.Context, prog uint32, proc procedure, args func(*xdr.Encoder), ret func(*xdr.Decoder)) error {
 	start := time.Now()
@@ -315,7 +333,7 @@ func (c *Client) call(ctx context.Context, prog uint32, proc procedure, args fun
 
 // roundTrip is call without its observation.
 func (c *Client) roundTrip(ctx context.Context, prog uint32, proc procedure, args func(*xdr.Encoder), ret func(*xdr.Decoder)) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.callTimeout(ctx), errCallTimeout)
 	defer cancel()
 	serial, pc := c.register(prog, proc, false)
 	defer c.unregister(serial, pc)
@@ -361,7 +379,7 @@ func (c *Client) callError(ctx context.Context, prog uint32, proc procedure, err
 		return err
 	}
 	if context.Cause(ctx) == errCallTimeout {
-		return &TimeoutError{Op: opName(prog, proc), After: c.timeout}
+		return &TimeoutError{Op: opName(prog, proc), After: c.callTimeout(ctx)}
 	}
 	return fmt.Errorf("libvirt %s: %w", opName(prog, proc), err)
 }

@@ -49,6 +49,10 @@ const (
 	ErrOperationFailed  = 9
 )
 
+// ErrOperationTimeout (VIR_ERR_OPERATION_TIMEOUT) is libvirtd giving up waiting for another job
+// on the same object: "cannot acquire state change lock".
+const ErrOperationTimeout = 68
+
 // IsNotFound reports whether err is libvirtd saying the domain, network, pool, volume or
 // interface does not exist. Everything else, including permission errors, is a failure.
 func IsNotFound(err error) bool {

@@ -114,6 +114,34 @@ func TestDefaultTimeout(t *testing.T) {
 	}
 }
 
+// A call made WithCallTimeout waits its own timeout, longer or shorter than the client's, and
+// says so when it expires.
+func TestWithCallTimeout(t *testing.T) {
+	f := startFake(t, func(s *fakeSession) {
+		h, _, err := s.read()
+		if err != nil {
+			return
+		}
+		time.Sleep(400 * time.Millisecond) // past the client's timeout, within the call's
+		s.reply(h, wire.OK, libVersionReply(9000000))
+		select {}
+	})
+	d := f.dialer()
+	d.Timeout = 200 * time.Millisecond
+	c, err := d.Dial(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v, err := c.LibVersion(WithCallTimeout(context.Background(), 2*time.Second)); err != nil || v != 9000000 {
+		t.Fatalf("a reply after 400 ms within a 2 s call timeout: %d, %v", v, err)
+	}
+	_, err = c.LibVersion(WithCallTimeout(context.Background(), 50*time.Millisecond))
+	if err == nil || err.Error() != "CONNECT_GET_LIB_VERSION timed out after 50ms" {
+		t.Fatalf("err = %v, want CONNECT_GET_LIB_VERSION timed out after 50ms", err)
+	}
+}
+
 func TestErrorReply(t *testing.T) {
 	f := startFake(t, func(s *fakeSession) {
 		for {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -296,9 +295,6 @@ func (s *labSuite) killLibvirtd(t *testing.T) {
 // startLibvirtd runs hack/libvirt-lab.sh start (a no-op when the daemon runs) and redials.
 func (s *labSuite) startLibvirtd(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "libvirt-lab.sh"), "start", s.lab.Dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("restarting libvirtd: %v\n%s", err, out)
-	}
+	s.lab.Script(t, "start")
 	s.host = dialLabUntil(t, s.root, s.lab)
 }

@@ -152,7 +152,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 	if err != nil {
 		return r.retry(ctx, m, err)
 	}
-	err = teardown(ctx, c, m)
+	err = teardown(ctx, c, m, &r.starts)
 	release()
 	if err != nil {
 		return r.retry(ctx, m, err)

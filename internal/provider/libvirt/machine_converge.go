@@ -462,18 +462,27 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	// alone), or another client's. Reported now it would read as Suspended and stand until the
 	// next 30 s pass; failing the pass looks again on the 5 s error interval. A start that
 	// libvirtd itself lost (killed mid-start) never finishes: past the bound the half-started
-	// domain, proven this machine's, is destroyed and started again.
+	// domain, proven this machine's, is destroyed and started again. When libvirtd refuses that
+	// destroy too (it lost the start before QEMU ran, B10), the machine says so, and no pass
+	// asks again: each refusal holds one of the host's domain slots for libvirtd's 30 s wait.
 	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
-		if !starts.stuck(m.UID) {
+		verdict, lost := starts.judge(m.UID)
+		switch verdict {
+		case startInFlight:
 			return out, fmt.Errorf("domain %s is still starting up; looking again shortly", dom.Name)
+		case startLost:
+			return out, lost
 		}
-		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
+		if err := c.DomainDestroy(libvirt.WithCallTimeout(ctx, destroyTimeout), dom); err != nil && !libvirt.IsNotFound(err) {
+			if lost := lostStart(dom.Name, state, reason, err); lost != nil {
+				starts.refused(m.UID, lost)
+				return out, lost
+			}
 			return out, fmt.Errorf("destroying domain %s, stuck starting up: %w", dom.Name, err)
 		}
 		state = libvirt.DomainShutOff
-	} else {
-		starts.clear(m.UID)
 	}
+	starts.clear(m.UID)
 	out.inputs = powerInputsOf(m, state, time.Now())
 	out.plan = decidePower(out.inputs)
 	if err := powerCall(ctx, c, dom, out.plan.action); err != nil {

@@ -324,7 +324,7 @@ func (s *machineSuite) testAudit(ctx context.Context, t *testing.T) {
 
 	// Teardown with the record the lost machine would have had removes exactly its leftovers.
 	lost.Status.Volumes = machineVolumes(&lost.Spec)
-	if err := teardown(ctx, s.host, lost); err != nil {
+	if err := teardown(ctx, s.host, lost, &startWatch{}); err != nil {
 		t.Fatal(err)
 	}
 	s.deleteAndWait(ctx, t, live)

@@ -112,7 +112,8 @@ func readyOf(m *infrav1.LibvirtMachine, obs observation) (string, string) {
 // the machine recorded are still the machine's, and teardown needs them.
 func failedStatus(m *infrav1.LibvirtMachine, err error) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
-	reason := cmp.Or(conflictReason(err), authorityReason(err), capiReason(err), hostReason(err), infrav1.ReasonReconcileFailed)
+	reason := cmp.Or(conflictReason(err), authorityReason(err), capiReason(err), hostReason(err), startLostReason(err),
+		infrav1.ReasonReconcileFailed)
 	setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	return st
 }

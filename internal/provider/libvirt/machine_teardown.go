@@ -14,8 +14,9 @@ import (
 // can prove it created is touched: its domain when the ownership record names it, and the
 // volumes in status.volumes — every one of them, disks dropped from the spec included. A domain
 // of its name that is someone else's is left alone, and the boot volume is never deleted: it
-// belongs to the VMImage and other machines use it.
-func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) error {
+// belongs to the VMImage and other machines use it. starts remembers a domain whose start
+// libvirtd lost and that it refuses to stop (startwatch.go).
+func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, starts *startWatch) error {
 	s := &m.Spec
 	// attached are the disks of a domain of the machine's name that is someone else's. A name
 	// in the record proves the machine created a volume of that name once, not that the volume
@@ -30,7 +31,7 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 		}
 		if !ownedBy(def, m) {
 			attached = diskFiles(def)
-		} else if err := removeDomain(ctx, c, dom); err != nil {
+		} else if err := removeDomain(ctx, c, m, dom, starts); err != nil {
 			return err
 		}
 	case !libvirt.IsNotFound(err):
@@ -66,13 +67,24 @@ func teardown(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine)
 // removeDomain destroys and undefines the domain with the flags its daemon accepts, and checks
 // that it is gone. The calls name the domain by the UUID that was looked up, so a domain defined
 // under the same name in between is not the one removed.
-func removeDomain(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) error {
-	state, _, err := c.DomainState(ctx, dom)
+func removeDomain(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine, dom libvirt.Domain, starts *startWatch) error {
+	state, reason, err := c.DomainState(ctx, dom)
 	if err != nil {
 		return fmt.Errorf("teardown: reading the state of domain %q: %w", dom.Name, err)
 	}
+	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
+		// A start libvirtd lost and refused to stop before: asking again only holds one of the
+		// host's domain slots for libvirtd's 30 s wait. Teardown resumes once the host is repaired.
+		if lost := starts.lost(m.UID); lost != nil {
+			return lost
+		}
+	}
 	if isRunning(state) {
-		if err := c.DomainDestroy(ctx, dom); err != nil && !libvirt.IsNotFound(err) {
+		if err := c.DomainDestroy(libvirt.WithCallTimeout(ctx, destroyTimeout), dom); err != nil && !libvirt.IsNotFound(err) {
+			if lost := lostStart(dom.Name, state, reason, err); lost != nil {
+				starts.refused(m.UID, lost)
+				return lost
+			}
 			return fmt.Errorf("teardown: destroying domain %q: %w", dom.Name, err)
 		}
 	}
