@@ -188,20 +188,10 @@ write_daemon_config() {
 	echo "log_outputs = \"3:file:$DIR/log/virtlogd.log\"" >"$DIR/conf/virtlogd.conf"
 }
 
-write_config() {
-	write_daemon_config
-	# QEMU runs as root in the lab: /dev/kvm here is root-only, and libvirt re-probes every
-	# QEMU binary on each capabilities call (seconds) while the probe and the configured
-	# user disagree about KVM. Only the private /etc/libvirt is touched, never the host's.
-	mkdir -p "$DIR/state/etc"
-	printf 'user = "root"\ngroup = "root"\n' >"$DIR/state/etc/qemu.conf"
-	# banlieue logs each domain's serial console to /var/log/libvirt/qemu/, which a packaged
-	# libvirt creates at install time; a fresh lab state has no such directory, and a domain
-	# whose log file cannot be opened does not start.
-	mkdir -p "$DIR/state/log/qemu"
-	# hold-start's hook. It runs inside the daemons' namespace at "start begin", after libvirtd
-	# removed the domain's stale PID file and before it forks QEMU; libvirtd reads the hook
-	# scripts when it starts.
+# write_hook writes hold-start's qemu hook into the private /etc/libvirt. It runs inside the
+# daemons' namespace at "start begin", after libvirtd removed the domain's stale PID file and
+# before it forks QEMU; libvirtd reads its hook scripts when it starts.
+write_hook() {
 	mkdir -p "$DIR/state/etc/hooks"
 	cat >"$DIR/state/etc/hooks/qemu" <<-EOF
 		#!/bin/sh
@@ -213,6 +203,20 @@ write_config() {
 		exit 0
 	EOF
 	chmod 755 "$DIR/state/etc/hooks/qemu"
+}
+
+write_config() {
+	write_daemon_config
+	# QEMU runs as root in the lab: /dev/kvm here is root-only, and libvirt re-probes every
+	# QEMU binary on each capabilities call (seconds) while the probe and the configured
+	# user disagree about KVM. Only the private /etc/libvirt is touched, never the host's.
+	mkdir -p "$DIR/state/etc"
+	printf 'user = "root"\ngroup = "root"\n' >"$DIR/state/etc/qemu.conf"
+	# banlieue logs each domain's serial console to /var/log/libvirt/qemu/, which a packaged
+	# libvirt creates at install time; a fresh lab state has no such directory, and a domain
+	# whose log file cannot be opened does not start.
+	mkdir -p "$DIR/state/log/qemu"
+	write_hook
 	cat >"$DIR/env" <<-EOF
 		export BANLIEUE_LIBVIRT_LAB=$DIR
 		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
@@ -319,6 +323,8 @@ stop_pid() {
 	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || { say "$1 (pid $pid) stopped"; return 0; }; sleep 0.1; done
 	say "$1 (pid $pid) ignored SIGTERM; killing"
 	kill -KILL "$pid" 2>/dev/null || true
+	# Gone before anything is started again on its state (its PID file lock included).
+	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
 # libvirt_run prints where the daemon's /run/libvirt is seen from here.
@@ -384,6 +390,17 @@ hold-start)
 	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
 	case "$DOMAIN" in */* | .*) fail "not a domain name: $DOMAIN" ;; esac
 	[ "$(cat "$DIR/mode")" = private ] || fail "hold-start needs the lab's private state"
+	hook=$DIR/state/etc/hooks/qemu
+	if [ ! -x "$hook" ] || [ "$hook" -nt "$DIR/libvirtd.pid" ]; then
+		# A lab started before the hook existed: libvirtd must start again to read it.
+		write_hook
+		if running "$DIR/libvirtd.pid"; then
+			kill -KILL "$(cat "$DIR/libvirtd.pid")"
+			while running "$DIR/libvirtd.pid"; do sleep 0.05; done
+		fi
+		start_libvirtd
+		say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid")) to read its qemu hook"
+	fi
 	mkdir -p "$DIR/hold-start"
 	rm -f "$DIR/held/$DOMAIN"
 	touch "$DIR/hold-start/$DOMAIN"

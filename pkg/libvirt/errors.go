@@ -91,8 +91,9 @@ type ProtocolError struct {
 
 func (e *ProtocolError) Error() string { return "protocol violation: " + e.Msg }
 
-// TimeoutError is returned when a call exceeds the client's default timeout (the caller's
-// context carried no earlier deadline). It matches context.DeadlineExceeded with errors.Is.
+// TimeoutError is returned when a call exceeds the client's timeout, or the one WithCallTimeout
+// set for it (the caller's context carried no earlier deadline). It matches
+// context.DeadlineExceeded with errors.Is.
 type TimeoutError struct {
 	Op    string
 	After time.Duration

@@ -93,72 +93,119 @@ func TestFaultLibvirtdKilled(t *testing.T) {
 	})
 }
 
-// TestFaultStartLost kills the lab libvirtd inside its own start of a domain: after it saved the
-// domain's status and before QEMU ran, where hack/libvirt-lab.sh hold-start holds the start.
-// libvirtd comes back with the domain paused "starting up" for good and refuses to stop or
-// undefine it (docs/reliability.md, B10). The machine must report DomainStartLost naming the
-// domain and the repair, ask libvirtd to stop it once only, change nothing on the host, and after
-// the documented repair (hack/libvirt-lab.sh forget-start) start and be torn down as usual.
+// TestFaultStartLost kills the lab libvirtd inside its own starts of two domains: after it saved
+// their status and before QEMU ran, where hack/libvirt-lab.sh hold-start holds a start. libvirtd
+// comes back with both paused "starting up" for good and refuses to stop or undefine them
+// (docs/reliability.md, B10). Each machine must report DomainStartLost naming its domain and the
+// repair; libvirtd must be asked to stop each domain once only, by converge and teardown alike
+// (the second VM is deleted before its host repair), and nothing on the host may change. After
+// the documented repair (hack/libvirt-lab.sh forget-start) the first machine starts, the
+// second's teardown finishes, and nothing is left.
 func TestFaultStartLost(t *testing.T) {
 	ctx, s := startLabSuite(t)
-	t.Cleanup(func() { s.startLibvirtd(t) })
-	vm := s.vm(s.ns, "lost", banlieuev1.PoweredOn)
-	domName := s.ns + "-" + vm.Name
-	s.lab.Script(t, "hold-start", domName)
-	if err := s.c.Create(ctx, vm); err != nil {
-		t.Fatal(err)
+	if mode, _ := os.ReadFile(filepath.Join(s.lab.Dir, "mode")); strings.TrimSpace(string(mode)) != "private" {
+		testenv.MissingPrerequisite(t, "hack/libvirt-lab.sh hold-start needs the lab's private state (not BANLIEUE_LAB_SHARED_STATE)")
 	}
-	held := filepath.Join(s.lab.Dir, "held", domName)
-	testenv.Eventually(t, 90*time.Second, "libvirtd holding the start of "+domName, func() error {
-		_, err := os.Stat(held)
-		return testenv.Unmet(err == nil, fmt.Sprint(err))
+	run, del := s.vm(s.ns, "lost-run", banlieuev1.PoweredOn), s.vm(s.ns, "lost-delete", banlieuev1.PoweredOn)
+	vms := []*banlieuev1.VirtualMachine{run, del}
+	names := []string{s.ns + "-" + run.Name, s.ns + "-" + del.Name}
+	t.Cleanup(func() {
+		// A failure must not leave the shared lab a start held or lost.
+		for _, d := range names {
+			_ = os.Remove(filepath.Join(s.lab.Dir, "hold-start", d))
+			if _, err := os.Stat(filepath.Join(s.lab.Dir, "held", d)); err == nil {
+				s.lab.Script(t, "forget-start", d)
+			}
+		}
+		s.startLibvirtd(t)
 	})
-	time.Sleep(time.Second) // held for good: libvirtd has long saved the status it will restart with
-	s.killLibvirtd(t)
-	killed := time.Now()
-	s.startLibvirtd(t)
-	doms := s.domainsNamed(ctx, t, domName)
-	if len(doms) != 1 {
-		t.Fatalf("domains named %s after the restart: %v", domName, doms)
+	// One start at a time: while libvirtd holds one, the provider's other passes on that host
+	// wait. The second kill leaves the first domain as it is: libvirtd restores it again.
+	var killed time.Time
+	doms := make([]libvirt.Domain, len(names))
+	for i, vm := range vms {
+		d := names[i]
+		s.lab.Script(t, "hold-start", d)
+		if err := s.c.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		// Held for good once libvirtd has written the status it will restart with.
+		status := filepath.Join(s.lab.Dir, "state", "run", "qemu", d+".xml")
+		testenv.Eventually(t, 90*time.Second, "libvirtd holding the start of "+d, func() error {
+			_, errHeld := os.Stat(filepath.Join(s.lab.Dir, "held", d))
+			b, errStatus := os.ReadFile(status)
+			return testenv.Unmet(errHeld == nil && errStatus == nil && strings.Contains(string(b), "reason='starting up'"),
+				fmt.Sprint(errHeld, errStatus))
+		})
+		s.killLibvirtd(t)
+		if i == 0 {
+			killed = time.Now()
+		}
+		s.startLibvirtd(t)
+		found := s.domainsNamed(ctx, t, d)
+		if len(found) != 1 {
+			t.Fatalf("domains named %s after the restart: %v", d, found)
+		}
+		doms[i] = found[0]
 	}
-	if state, reason, err := s.host.DomainState(ctx, doms[0]); err != nil || state != libvirt.DomainPaused || reason != libvirt.DomainPausedStartingUp {
-		t.Fatalf("domain %s after the restart: state %d reason %d (%v), want paused starting up", domName, state, reason, err)
-	}
-
-	var lost metav1.Condition
-	testenv.Eventually(t, 150*time.Second, "LibvirtMachine Ready=False DomainStartLost", func() error {
-		lost = s.machineReady(ctx, t, vm)
-		return testenv.Unmet(lost.Reason == infrav1.ReasonDomainStartLost, fmt.Sprintf("Ready=%s %s %q", lost.Status, lost.Reason, lost.Message))
-	})
-	t.Logf("DomainStartLost %s after the kill: %s", time.Since(killed).Round(time.Second), lost.Message)
-	for _, want := range []string{domName, "cannot acquire state change lock", "/run/libvirt/qemu/" + domName + ".xml"} {
-		if !strings.Contains(lost.Message, want) {
-			t.Errorf("DomainStartLost message does not name %q: %s", want, lost.Message)
+	for i, d := range names {
+		if state, reason, err := s.host.DomainState(ctx, doms[i]); err != nil || state != libvirt.DomainPaused || reason != libvirt.DomainPausedStartingUp {
+			t.Fatalf("domain %s after the restarts: state %d reason %d (%v), want paused starting up", d, state, reason, err)
 		}
 	}
-	// Passes go on every 5 s; none asks libvirtd to stop the domain again, and none changes it.
-	time.Sleep(20 * time.Second)
-	if n := s.destroyRefusals(t, domName); n != 1 {
-		t.Errorf("libvirtd refused %d destroys of %s, want 1: a lost start is asked about once", n, domName)
+
+	for i, vm := range vms {
+		var lost metav1.Condition
+		testenv.Eventually(t, 240*time.Second, "LibvirtMachine "+vm.Name+" Ready=False DomainStartLost", func() error {
+			lost = s.machineReady(ctx, t, vm)
+			return testenv.Unmet(lost.Reason == infrav1.ReasonDomainStartLost, fmt.Sprintf("Ready=%s %s %q", lost.Status, lost.Reason, lost.Message))
+		})
+		t.Logf("DomainStartLost %s after the kill: %s", time.Since(killed).Round(time.Second), lost.Message)
+		for _, want := range []string{names[i], "cannot acquire state change lock", "/run/libvirt/qemu/" + names[i] + ".xml"} {
+			if !strings.Contains(lost.Message, want) {
+				t.Errorf("DomainStartLost message does not name %q: %s", want, lost.Message)
+			}
+		}
 	}
-	if got := s.domainsNamed(ctx, t, domName); len(got) != 1 || got[0].UUID != doms[0].UUID {
-		t.Errorf("domains named %s while the start is lost: %v, want %v", domName, got, doms)
+	if err := s.c.Delete(ctx, del); err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Join(s.volumesOf(ctx, t, domName), ","); got != domName+"-cidata.iso,"+domName+"-os.qcow2" {
-		t.Errorf("volumes while the start is lost: %s", got)
+	// Passes go on every 5 s, teardown's included. A second request to change either domain
+	// would be refused and logged 30 s after it was made.
+	time.Sleep(45 * time.Second)
+	for i, d := range names {
+		if n := s.jobRefusals(t, d); n != 1 {
+			t.Errorf("libvirtd refused %d calls on %s, want 1: a lost start is asked about once", n, d)
+		}
+		if got := s.domainsNamed(ctx, t, d); len(got) != 1 || got[0].UUID != doms[i].UUID {
+			t.Errorf("domains named %s while the start is lost: %v, want %v", d, got, doms[i])
+		}
+		if got := strings.Join(s.volumesOf(ctx, t, d), ","); got != d+"-cidata.iso,"+d+"-os.qcow2" {
+			t.Errorf("volumes of %s while the start is lost: %s", d, got)
+		}
+	}
+	if m, err := s.getMachine(ctx, del); err != nil || m.DeletionTimestamp.IsZero() || s.machineReady(ctx, t, del).Reason != infrav1.ReasonDomainStartLost {
+		t.Errorf("the deleted machine while its start is lost: %v, want it held, deleting, DomainStartLost", err)
 	}
 
-	s.forgetStart(t, domName)
+	s.forgetStart(t, names[1])
+	s.deleteVM(ctx, t, del, 90*time.Second)
+	if d := s.domainsNamed(ctx, t, names[1]); len(d) != 0 {
+		t.Errorf("domain %s still defined after the repair and deletion", names[1])
+	}
+	s.forgetStart(t, names[0])
 	repaired := time.Now()
-	s.waitRunning(ctx, t, vm, 90*time.Second)
+	s.waitRunning(ctx, t, run, 90*time.Second)
 	t.Logf("running %s after the host repair", time.Since(repaired).Round(time.Millisecond))
-	s.checkOneDomain(ctx, t, vm)
-	s.deleteVM(ctx, t, vm, 90*time.Second)
-	s.checkNothingLeft(ctx, t, domName)
+	s.checkOneDomain(ctx, t, run)
+	s.deleteVM(ctx, t, run, 90*time.Second)
+	for _, d := range names {
+		s.checkNothingLeft(ctx, t, d)
+	}
 }
 
-// destroyRefusals counts libvirtd's log lines refusing a destroy of domName for another job.
-func (s *labSuite) destroyRefusals(t *testing.T, domName string) int {
+// jobRefusals counts libvirtd's log lines refusing a call on domName for another job.
+func (s *labSuite) jobRefusals(t *testing.T, domName string) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.lab.Dir, "log", "libvirtd.log"))
 	if err != nil {
@@ -166,7 +213,7 @@ func (s *labSuite) destroyRefusals(t *testing.T, domName string) int {
 	}
 	n := 0
 	for line := range strings.Lines(string(b)) {
-		if strings.Contains(line, "Cannot start job (destroy") && strings.Contains(line, "for domain "+domName+";") {
+		if strings.Contains(line, "Cannot start job") && strings.Contains(line, "for domain "+domName+";") {
 			n++
 		}
 	}

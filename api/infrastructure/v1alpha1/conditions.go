@@ -30,8 +30,8 @@ const (
 	// ReasonDomainStartLost: the domain has been paused "starting up" past the provider's limit
 	// and libvirtd refuses to stop it: libvirtd was killed during the start and keeps the start's
 	// job for good (docs/reliability.md, B10). Only the host's administrator can clear it; the
-	// message says how. The provider asks libvirtd nothing more about the domain until its state
-	// changes.
+	// message says how. The provider does not ask libvirtd to stop the domain again, deletion
+	// included, until its state changes.
 	ReasonDomainStartLost = "DomainStartLost"
 )
 

@@ -16,8 +16,8 @@ import (
 const startingUpLimit = 60 * time.Second
 
 // destroyTimeout outlasts libvirtd's own 30 s wait for the job a destroy queues behind
-// (VIR_JOB_WAIT_TIME), so that the refusal of a lost start is read, not the client's timeout
-// of the same length.
+// (docs/reliability.md, B10), so that the refusal of a lost start is read, not the client's
+// timeout of the same length.
 const destroyTimeout = 45 * time.Second
 
 // startVerdict is what a pass does about a domain it finds paused "starting up".
@@ -63,6 +63,7 @@ func (w *startWatch) judge(uid types.UID) (startVerdict, *StartLostError) {
 
 // refused records that libvirtd would not stop uid's stuck domain: later passes, teardown's
 // included, report the lost start without asking again, until the domain leaves starting up.
+// Load and store are two steps: the controller never runs two passes of one machine at once.
 func (w *startWatch) refused(uid types.UID, lost *StartLostError) {
 	v, _ := w.seen.LoadOrStore(uid, sighting{first: w.clock()()})
 	s := v.(sighting)
@@ -100,15 +101,17 @@ type StartLostError struct {
 }
 
 func (e *StartLostError) Error() string {
-	return fmt.Sprintf("domain %s has been starting up for more than %s and libvirtd refuses to stop it (%v): "+
+	return fmt.Sprintf("domain %s is paused starting up and libvirtd refuses to stop it (%v): "+
 		"libvirtd lost this start; on the host stop libvirtd, remove its status file /run/libvirt/qemu/%s.xml and start it again",
-		e.Domain, startingUpLimit, e.Cause, e.Domain)
+		e.Domain, e.Cause, e.Domain)
 }
 
 func (e *StartLostError) Unwrap() error { return e.Cause }
 
 // lostStart is err as a lost start when it is libvirtd refusing a state change of a domain
-// paused "starting up" for its start job (VIR_ERR_OPERATION_TIMEOUT), and nil otherwise.
+// paused "starting up" for its start job (VIR_ERR_OPERATION_TIMEOUT), and nil otherwise. A start
+// in flight never refuses a destroy (libvirt admits one during any start), so the refusal alone
+// tells a start libvirtd restored from its status file and will never end (B10).
 func lostStart(dom string, state libvirt.DomainState, reason libvirt.DomainStateReason, err error) *StartLostError {
 	var e *libvirt.Error
 	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp &&
