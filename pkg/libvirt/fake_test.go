@@ -89,7 +89,15 @@ func (f *fakeLibvirtd) dialer() Dialer {
 
 func (f *fakeLibvirtd) dial(t testing.TB) *Client {
 	t.Helper()
-	c, err := f.dialer().Dial(testContext(t))
+	return f.dialTimeout(t, f.dialer().Timeout)
+}
+
+// dialTimeout is dial with the client's call timeout set to d.
+func (f *fakeLibvirtd) dialTimeout(t testing.TB, d time.Duration) *Client {
+	t.Helper()
+	dialer := f.dialer()
+	dialer.Timeout = d
+	c, err := dialer.Dial(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}

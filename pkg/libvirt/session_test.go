@@ -97,14 +97,8 @@ func TestDefaultTimeout(t *testing.T) {
 		s.reply(h, wire.OK, libVersionReply(9000000))
 		select {}
 	})
-	d := f.dialer()
-	d.Timeout = 200 * time.Millisecond
-	c, err := d.Dial(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.LibVersion(context.Background())
+	c := f.dialTimeout(t, 200*time.Millisecond)
+	_, err := c.LibVersion(context.Background())
 	var te *TimeoutError
 	if !errors.As(err, &te) || err.Error() != "CONNECT_GET_LIB_VERSION timed out after 200ms" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want CONNECT_GET_LIB_VERSION timed out after 200ms", err)
@@ -126,17 +120,11 @@ func TestWithCallTimeout(t *testing.T) {
 		s.reply(h, wire.OK, libVersionReply(9000000))
 		select {}
 	})
-	d := f.dialer()
-	d.Timeout = 200 * time.Millisecond
-	c, err := d.Dial(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dialTimeout(t, 200*time.Millisecond)
 	if v, err := c.LibVersion(WithCallTimeout(context.Background(), 2*time.Second)); err != nil || v != 9000000 {
 		t.Fatalf("a reply after 400 ms within a 2 s call timeout: %d, %v", v, err)
 	}
-	_, err = c.LibVersion(WithCallTimeout(context.Background(), 50*time.Millisecond))
+	_, err := c.LibVersion(WithCallTimeout(context.Background(), 50*time.Millisecond))
 	if err == nil || err.Error() != "CONNECT_GET_LIB_VERSION timed out after 50ms" {
 		t.Fatalf("err = %v, want CONNECT_GET_LIB_VERSION timed out after 50ms", err)
 	}
