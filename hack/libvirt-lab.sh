@@ -296,6 +296,15 @@ start_libvirtd() {
 	virsh -q -c "qemu+tls://$ADDR/system?pkipath=$DIR/pki" capabilities >/dev/null 2>&1 || true
 }
 
+# crash_restart_libvirtd kills libvirtd (-9, a crash) and starts it again on the same state.
+crash_restart_libvirtd() {
+	if running "$DIR/libvirtd.pid"; then
+		kill -KILL "$(cat "$DIR/libvirtd.pid")"
+		while running "$DIR/libvirtd.pid"; do sleep 0.05; done
+	fi
+	start_libvirtd
+}
+
 wait_for_file() {
 	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
 	fail "$1 never appeared"
@@ -350,6 +359,10 @@ stop_leftovers() {
 	rm -f "$DIR/leftover.pid"
 }
 
+if [ -n "${DOMAIN:-}" ]; then
+	case "$DOMAIN" in */* | .*) fail "$cmd: not a domain name: $DOMAIN" ;; esac
+fi
+
 case "$cmd" in
 start)
 	[ "$(id -u)" = 0 ] || fail "must run as root"
@@ -379,26 +392,17 @@ start)
 	;;
 restart-libvirtd)
 	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
-	if running "$DIR/libvirtd.pid"; then
-		kill -KILL "$(cat "$DIR/libvirtd.pid")"
-		while running "$DIR/libvirtd.pid"; do sleep 0.05; done
-	fi
-	start_libvirtd
+	crash_restart_libvirtd
 	say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid"))"
 	;;
 hold-start)
 	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
-	case "$DOMAIN" in */* | .*) fail "not a domain name: $DOMAIN" ;; esac
 	[ "$(cat "$DIR/mode")" = private ] || fail "hold-start needs the lab's private state"
 	hook=$DIR/state/etc/hooks/qemu
 	if [ ! -x "$hook" ] || [ "$hook" -nt "$DIR/libvirtd.pid" ]; then
 		# A lab started before the hook existed: libvirtd must start again to read it.
 		write_hook
-		if running "$DIR/libvirtd.pid"; then
-			kill -KILL "$(cat "$DIR/libvirtd.pid")"
-			while running "$DIR/libvirtd.pid"; do sleep 0.05; done
-		fi
-		start_libvirtd
+		crash_restart_libvirtd
 		say "libvirtd restarted (pid $(cat "$DIR/libvirtd.pid")) to read its qemu hook"
 	fi
 	mkdir -p "$DIR/hold-start"
@@ -407,7 +411,6 @@ hold-start)
 	;;
 forget-start)
 	[ -s "$DIR/env" ] || fail "no lab in $DIR; run start first"
-	case "$DOMAIN" in */* | .*) fail "not a domain name: $DOMAIN" ;; esac
 	stop_pid libvirtd "$DIR/libvirtd.pid"
 	pidfile=$(libvirt_run)/qemu/$DOMAIN.pid
 	# A start held by hold-start: its child blocks opening the FIFO until a reader comes, then

@@ -27,9 +27,8 @@ const (
 	// its Provider that names it is not ready (an import or a host lookup in progress, or a host
 	// outage); nothing on the host was called, and the provider checks again.
 	ReasonWaitingForImage = "WaitingForImage"
-	// ReasonDomainStartLost: the domain has been paused "starting up" past the provider's limit
-	// and libvirtd refuses to stop it: libvirtd was killed during the start and keeps the start's
-	// job for good (docs/reliability.md, B10). Only the host's administrator can clear it; the
+	// ReasonDomainStartLost: the domain is paused "starting up" and libvirtd refuses to stop it:
+	// libvirtd was killed during the start and keeps the start's job for good (docs/reliability.md, B10). Only the host's administrator can clear it; the
 	// message says how. The provider does not ask libvirtd to stop the domain again, deletion
 	// included, until its state changes.
 	ReasonDomainStartLost = "DomainStartLost"

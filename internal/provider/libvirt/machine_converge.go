@@ -465,7 +465,7 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	// domain, proven this machine's, is destroyed and started again. When libvirtd refuses that
 	// destroy too (it lost the start before QEMU ran, B10), the machine says so, and no pass
 	// asks again: each refusal holds one of the host's domain slots for libvirtd's 30 s wait.
-	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
+	if startingUp(state, reason) {
 		verdict, lost := starts.judge(m.UID)
 		switch verdict {
 		case startInFlight:

@@ -72,7 +72,7 @@ func removeDomain(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMach
 	if err != nil {
 		return fmt.Errorf("teardown: reading the state of domain %q: %w", dom.Name, err)
 	}
-	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp {
+	if startingUp(state, reason) {
 		// A start libvirtd lost and refused to stop before: asking again only holds one of the
 		// host's domain slots for libvirtd's 30 s wait. Teardown resumes once the host is repaired.
 		if lost := starts.lost(m.UID); lost != nil {

@@ -20,6 +20,11 @@ const startingUpLimit = 60 * time.Second
 // timeout of the same length.
 const destroyTimeout = 45 * time.Second
 
+// startingUp: libvirtd reports the domain paused while it starts it (or lost that start).
+func startingUp(state libvirt.DomainState, reason libvirt.DomainStateReason) bool {
+	return state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp
+}
+
 // startVerdict is what a pass does about a domain it finds paused "starting up".
 type startVerdict int
 
@@ -114,8 +119,7 @@ func (e *StartLostError) Unwrap() error { return e.Cause }
 // tells a start libvirtd restored from its status file and will never end (B10).
 func lostStart(dom string, state libvirt.DomainState, reason libvirt.DomainStateReason, err error) *StartLostError {
 	var e *libvirt.Error
-	if state == libvirt.DomainPaused && reason == libvirt.DomainPausedStartingUp &&
-		errors.As(err, &e) && e.Code == libvirt.ErrOperationTimeout {
+	if startingUp(state, reason) && errors.As(err, &e) && e.Code == libvirt.ErrOperationTimeout {
 		return &StartLostError{Domain: dom, Cause: err}
 	}
 	return nil
