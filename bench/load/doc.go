@@ -1,8 +1,8 @@
 // Package load holds the load and fleet bench (load_test.go, build tag loadbench): N powered-off
-// VirtualMachines created at once (or -rate R a second) on each of one or more hosts, with the
-// roles in the test process or (-processes) as processes of the real binary, a provider per host.
-// The hosts are the lab's, or (-hosts H) H libvirtds of their own started by hosts.sh. It never
-// runs in a plain go test:
+// VirtualMachines created, then deleted, all at once (or -rate R a second) on each of one or more
+// hosts, with the roles in the test process or (-processes) as processes of the real binary, a
+// provider per host. The hosts are the lab's, or (-hosts H) H libvirtds of their own started by
+// hosts.sh. It never runs in a plain go test:
 //
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 -processes

@@ -1,10 +1,11 @@
 //go:build loadbench
 
-// Package load is issue 10's load row and issue 19's fleet: N powered-off VirtualMachines created
-// at once (or -rate R a second) on each host, with the controller role and the libvirt machine controller in this
-// process, or with -processes as the real binary's roles, one process each: the controller, and a
-// provider per host as the operator runs one per Provider. The host is the lab's, or with
-// -hosts H that many libvirtds of their own (hosts.sh), each a Provider in a namespace of its own.
+// Package load is issue 10's load row and issue 19's fleet: N powered-off VirtualMachines created,
+// then deleted, all at once (or -rate R a second) on each host, with the controller role and the
+// libvirt machine controller in this process, or with -processes as the real binary's roles, one
+// process each: the controller, and a provider per host as the operator runs one per Provider.
+// The host is the lab's, or with -hosts H that many libvirtds of their own (hosts.sh), each a
+// Provider in a namespace of its own.
 //
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]
@@ -25,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,9 +47,10 @@ var (
 	n      = flag.Int("n", 200, "VirtualMachines created on each host, at once unless -rate")
 	hostsN = flag.Int("hosts", 0, "simulated hosts, each a libvirtd of its own started by bench/load/hosts.sh (0: the lab host of BANLIEUE_LIBVIRT_LAB)")
 	wait   = flag.Duration("wait", 20*time.Minute, "how long to wait for all machines, and again for deletion")
-	// rate paces creation below the machine's ceiling, so reconcile latency measures a pass
-	// rather than the wait for a core that a burst beyond the ceiling makes (docs/performance.md).
-	rate = flag.Float64("rate", 0, "VirtualMachines created per second in all, the hosts interleaved (0: all at once)")
+	// rate paces creation and deletion below the machine's ceiling, so reconcile latency measures
+	// a pass rather than the wait for a core that a burst beyond the ceiling makes
+	// (docs/performance.md).
+	rate = flag.Float64("rate", 0, "VirtualMachines created, then deleted, per second in all, the hosts interleaved (0: all at once)")
 	// processes runs the controller and provider roles as the real binary, one process each (a
 	// provider per host, as the operator runs one per Provider), so their memory is measured
 	// apart; otherwise both run in the test process.
@@ -122,41 +125,11 @@ func TestLoad(t *testing.T) {
 
 	// All at once (or -rate a second), created from 16 goroutines, the hosts' VMs interleaved.
 	start := time.Now()
-	names := make(chan client.ObjectKey, total)
-	go func() {
-		defer close(names)
-		var tick <-chan time.Time
-		if *rate > 0 {
-			ticker := time.NewTicker(max(time.Duration(float64(time.Second) / *rate), time.Microsecond))
-			defer ticker.Stop()
-			tick = ticker.C
-		}
-		for i := range *n {
-			for _, h := range hosts {
-				if tick != nil {
-					select {
-					case <-tick:
-					case <-ctx.Done():
-						return
-					}
-				}
-				names <- client.ObjectKey{Namespace: h.ns, Name: fmt.Sprintf("vm-%03d", i)}
-			}
-		}
-	}()
-	errs := make(chan error, total)
-	for range 16 {
-		go func() {
-			for key := range names {
-				errs <- c.Create(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-					Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: run},
-						ImageRef: banlieuev1.LocalObjectReference{Name: run}, DesiredPowerState: banlieuev1.PoweredOff, MigrationPolicy: "never"}})
-			}
-		}()
-	}
-	for range total {
-		must(t, <-errs)
-	}
+	each(ctx, t, hosts, func(key client.ObjectKey) error {
+		return c.Create(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: run},
+				ImageRef: banlieuev1.LocalObjectReference{Name: run}, DesiredPowerState: banlieuev1.PoweredOff, MigrationPolicy: "never"}})
+	})
 	created := time.Since(start)
 
 	var half time.Duration
@@ -206,9 +179,17 @@ func TestLoad(t *testing.T) {
 		}
 	}
 
+	// All at once, one DELETECOLLECTION per host; or at -rate a second, one VM at a time in the
+	// creation's order.
 	delStart := time.Now()
-	for _, h := range hosts {
-		must(t, c.DeleteAllOf(ctx, &banlieuev1.VirtualMachine{}, client.InNamespace(h.ns)))
+	if *rate > 0 {
+		each(ctx, t, hosts, func(key client.ObjectKey) error {
+			return c.Delete(ctx, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}})
+		})
+	} else {
+		for _, h := range hosts {
+			must(t, c.DeleteAllOf(ctx, &banlieuev1.VirtualMachine{}, client.InNamespace(h.ns)))
+		}
 	}
 	deadline = time.Now().Add(*wait)
 	for {
@@ -271,8 +252,53 @@ func TestLoad(t *testing.T) {
 		*processes, cw, pw, len(hosts), *n, total, *rate, created.Round(time.Millisecond), half.Round(time.Millisecond), all.Round(time.Millisecond),
 		float64(total)/all.Seconds(), mirrored, deleted.Round(time.Millisecond), float64(total)/deleted.Seconds(), deleted.Seconds()/all.Seconds(),
 		peak, r.memory(), changed)
-	t.Logf("RESULT creation: %s", phase(atStart, atDone, total, float64(total)))
-	t.Logf("RESULT deletion: %s", phase(atDone, atEnd, total, 0))
+	t.Logf("RESULT creation: %s", phase(atStart, atDone, total, "POST virtualmachines"))
+	t.Logf("RESULT deletion: %s", phase(atDone, atEnd, total, "DELETE virtualmachines"))
+}
+
+// each calls op for every VM of the run, vm-000 of every host first, from 16 goroutines: all at
+// once, or -rate a second in all.
+func each(ctx context.Context, t *testing.T, hosts []*benchHost, op func(client.ObjectKey) error) {
+	keys := make(chan client.ObjectKey)
+	go func() {
+		defer close(keys)
+		var tick <-chan time.Time
+		if *rate > 0 {
+			ticker := time.NewTicker(max(time.Duration(float64(time.Second) / *rate), time.Microsecond))
+			defer ticker.Stop()
+			tick = ticker.C
+		}
+		for i := range *n {
+			for _, h := range hosts {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+						return
+					}
+				}
+				select {
+				case keys <- client.ObjectKey{Namespace: h.ns, Name: fmt.Sprintf("vm-%03d", i)}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	errs := make(chan error, *n*len(hosts))
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for key := range keys {
+				errs <- op(key)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
 }
 
 func diff(a, b []string) []string {

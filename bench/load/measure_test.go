@@ -213,8 +213,9 @@ func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
 
 // phase is what happened between two samples: the reconcile latency of each controller and the
 // API server's requests per VM. LIST and WATCH are left out (informers list once and the bench
-// polls by listing), and so are the bench's own CREATEs of the VMs and its one DELETECOLLECTION.
-func phase(from, to sample, vms int, benchCreates float64) string {
+// polls by listing), and so are the bench's own requests: one of kind benchOwn per VM (its
+// CREATEs, or its DELETEs when paced) and its DELETECOLLECTIONs.
+func phase(from, to sample, vms int, benchOwn string) string {
 	var lat []string
 	for _, name := range slices.Sorted(maps.Keys(to.reconcile)) {
 		h := to.reconcile[name].minus(from.reconcile[name])
@@ -233,8 +234,8 @@ func phase(from, to sample, vms int, benchCreates float64) string {
 	for k, v := range to.requests {
 		verb, _, _ := strings.Cut(k, " ")
 		d := v - from.requests[k]
-		if k == "POST virtualmachines" {
-			d -= benchCreates
+		if k == benchOwn {
+			d -= float64(vms)
 		}
 		if verb == "LIST" || verb == "WATCH" || verb == "DELETECOLLECTION" || d <= 0 {
 			continue
