@@ -152,6 +152,8 @@ type chaosStats struct {
 	leading, converged, tornDown, undisturbed durations
 	// heldStart is start completed to realised in killDuringStart.
 	heldStart time.Duration
+	// libvirtdCrashes counts kills after which libvirtd died and was restarted (B11).
+	libvirtdCrashes int
 }
 
 // durations keeps the maximum and the mean of a series.
@@ -424,6 +426,9 @@ func qemuPID(t *testing.T, dom string) int {
 func (c *chaos) killAndRestart(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, phase string) (restarted time.Time, where, host string) {
 	c.prov.kill(t)
 	c.stats.kills++
+	if c.s.restartCrashedLibvirtd(t) {
+		c.stats.libvirtdCrashes++
+	}
 	// The dead holder's last renewal: a new holder of another identity could lead only once
 	// the lease has expired, LeaseDuration after it.
 	before := c.lease(ctx, t)
@@ -719,6 +724,7 @@ func (c *chaos) report(t *testing.T, cycles int, total time.Duration) {
 		t.Logf("summary: restart to leading: %s", st.leading)
 		t.Logf("summary: restart to realised, kill before or mid-converge: %s", st.converged)
 		t.Logf("summary: restart to deleted, kill before or mid-teardown: %s", st.tornDown)
+		t.Logf("summary: libvirtd crashed and was restarted after %d of the kills (docs/reliability.md, B11)", st.libvirtdCrashes)
 	}
 	t.Logf("summary: create to realised without a kill: %s", st.undisturbed)
 	t.Logf("summary: kill during a start held %s: realised %s after the start completed", startHold, st.heldStart.Round(time.Millisecond))
