@@ -725,6 +725,11 @@ func (c *chaos) report(t *testing.T, cycles int, total time.Duration) {
 		t.Logf("summary: restart to realised, kill before or mid-converge: %s", st.converged)
 		t.Logf("summary: restart to deleted, kill before or mid-teardown: %s", st.tornDown)
 		t.Logf("summary: libvirtd crashed and was restarted after %d of the kills (docs/reliability.md, B11)", st.libvirtdCrashes)
+		// B11 came once in all the CI runs of this loop, 51 kills each; twice in one run would be
+		// a crash banlieue provokes, not that race.
+		if st.libvirtdCrashes > 1 {
+			t.Errorf("libvirtd crashed after %d of %d kills: more than libvirt 9.0's race explains", st.libvirtdCrashes, st.kills)
+		}
 	}
 	t.Logf("summary: create to realised without a kill: %s", st.undisturbed)
 	t.Logf("summary: kill during a start held %s: realised %s after the start completed", startHold, st.heldStart.Round(time.Millisecond))
