@@ -1055,11 +1055,8 @@ func stopProcess(t *testing.T, name string, pid int) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	for i := 0; i < 100; i++ {
-		if syscall.Kill(pid, 0) != nil {
+		if !testenv.ProcessAlive(pid) {
 			return
-		}
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
-			return // exited; waiting for init to reap it
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -302,7 +302,7 @@ const libvirtdCrashWindow = 300 * time.Millisecond
 func (s *labSuite) restartCrashedLibvirtd(t *testing.T) bool {
 	t.Helper()
 	pid := s.lab.DaemonPID(t)
-	for deadline := time.Now().Add(libvirtdCrashWindow); processAlive(pid); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(libvirtdCrashWindow); testenv.ProcessAlive(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -312,17 +312,6 @@ func (s *labSuite) restartCrashedLibvirtd(t *testing.T) bool {
 		pid, lastLines(tail, 4))
 	s.startLibvirtd(t)
 	return true
-}
-
-// processAlive: pid exists and has not exited (a zombie has).
-func processAlive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses, which may itself hold spaces.
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
 
 // startLibvirtd runs hack/libvirt-lab.sh start (a no-op when the daemon runs) and redials.
