@@ -63,7 +63,14 @@ func (r *virtualMachineReconciler) finalize(ctx context.Context, vm *banlieuev1.
 	var results []kindPresence
 	for _, k := range allInfraKinds() {
 		obj := k.newObject()
-		p, err := lookup(ctx, r.apiReader, key, obj)
+		// The cache answers first: a machine it holds is deleted, or waited for, without a
+		// request, and its removal wakes the VM again. Only what the cache does not show as
+		// existing is read live, because the cache may not hold a machine yet, and a stale
+		// "absent" would release the VM too early (ADR-0090).
+		p, err := lookup(ctx, r.client, key, obj)
+		if p != present && p != terminating {
+			p, err = lookup(ctx, r.apiReader, key, obj)
+		}
 		res := kindPresence{kind: k.GVK.Kind, presence: p, err: err}
 		if res.presence == present {
 			if err := r.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {

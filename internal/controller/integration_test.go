@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -259,12 +260,33 @@ func (s *suite) testDeletion(ctx context.Context, t *testing.T) {
 	if err := s.c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
 		t.Fatalf("VM gone while its LibvirtMachine still exists: %v", err)
 	}
+	// A cache that has not seen the machine must not release the VM: "absent" is read live.
+	lagging := &virtualMachineReconciler{client: withoutMachines{s.c}, apiReader: s.c, recorder: s.recorder,
+		assumed: newAssumedPlacements(), applied: newAppliedMachines()}
+	testenv.Eventually(t, waitTimeout, "a pass over a cache without the machine", func() error {
+		_, err := lagging.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
+		return err
+	})
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil || !controllerutil.ContainsFinalizer(vm, banlieuev1.FinalizerVirtualMachine) {
+		t.Fatalf("a pass whose cache lacked the machine released the VM while its LibvirtMachine still exists (err %v)", err)
+	}
 
 	patchMachine(ctx, t, s.c, m, func(m *infrav1.LibvirtMachine) { controllerutil.RemoveFinalizer(m, finalizerLibvirtMachine) })
 	waitGone(ctx, t, s.c, vm)
 	s.waitProvider(ctx, t, ns, "host", "provider-in-use finalizer removed", func(p *banlieuev1.Provider) bool {
 		return !controllerutil.ContainsFinalizer(p, banlieuev1.FinalizerProviderInUse)
 	})
+}
+
+// withoutMachines is a cache that has not yet seen any LibvirtMachine, as one that lags behind a
+// machine created a moment ago.
+type withoutMachines struct{ client.Client }
+
+func (c withoutMachines) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*infrav1.LibvirtMachine); ok {
+		return apierrors.NewNotFound(infrav1.GroupVersion.WithResource("libvirtmachines").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 func (s *suite) testUserDataErrors(ctx context.Context, t *testing.T) {

@@ -32,7 +32,7 @@ const (
 type virtualMachineReconciler struct {
 	client client.Client
 	// apiReader reads what must not come from the cache: userData sources (get-only RBAC) and
-	// the machines deletion waits for (a stale "absent" would drop the finalizer too early).
+	// a machine deletion finds absent (a stale "absent" would drop the finalizer too early).
 	apiReader client.Reader
 	// recorder emits the VM's transitions (docs/guides/libvirt-provider.md, "Events").
 	recorder events.EventRecorder
