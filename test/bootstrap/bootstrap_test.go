@@ -769,7 +769,7 @@ log_outputs = "3:file:%s"
 		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) || syscall.Kill(pid, 0) != nil {
+		if time.Now().After(deadline) || !testenv.ProcessAlive(pid) {
 			t.Fatalf("virsh -c %s pool-list --all: %v\n%s\nlibvirtd log:\n%s", uri, err, last, tail(logFile))
 		}
 		time.Sleep(200 * time.Millisecond)
