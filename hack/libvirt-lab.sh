@@ -4,7 +4,7 @@
 # the lab's real node (hack/node.sh) dial 10.244.0.1, the node's bridge, so the daemon listens on
 # every address (TLS with a client certificate of the lab's CA is still required).
 #
-# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|pki|daemon-config [DIR]
+# Usage: hack/libvirt-lab.sh start|stop|env|restart-libvirtd|status|packages|pki|daemon-config [DIR]
 #        hack/libvirt-lab.sh hold-start|forget-start DOMAIN [DIR]
 #        DIR defaults to $BANLIEUE_LIBVIRT_LAB, else /var/tmp/banlieue-lab. Must run as root.
 #
@@ -26,6 +26,8 @@
 #                     B10): stop libvirtd, remove its status file of DOMAIN, start libvirtd again;
 #                     the domain is then shut off and banlieue starts it.
 #   status            exit 0 when libvirtd answers on the TLS port.
+#   packages          only install the missing Debian packages (as start does), e.g. ahead of
+#                     start while something else runs (.ci/run).
 #   pki               only create DIR/pki (as start does; kept when present).
 #   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does, but
 #                     listening on 127.0.0.1 only), for TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
@@ -432,6 +434,10 @@ env)
 	;;
 status)
 	running "$DIR/libvirtd.pid" && answers
+	;;
+packages)
+	mkdir -p "$DIR" # for apt.log
+	install_packages
 	;;
 pki)
 	mkdir -p "$DIR"
