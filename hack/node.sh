@@ -377,6 +377,9 @@ down() {
   # kube-proxy's own cleanup removes exactly its KUBE-* chains and rules (never libvirt's).
   if [[ -s "$dir/kube-proxy/config.yaml" ]]; then
     "$assets/kube-proxy" --cleanup --config "$dir/kube-proxy/config.yaml" >"$dir/kube-proxy-cleanup.log" 2>&1 || true
+    # Cleaned up: a later down (the next CI's cleanup) has nothing to clean and, on a machine
+    # whose caches are gone, no node to build first.
+    rm -f "$dir/kube-proxy/config.yaml"
   fi
   stop kubelet
   remove_kubelet_chains
