@@ -165,8 +165,8 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 	}
 	if removed {
 		// The finalizer's removal is the teardown's last step, done once: a pass from a cached
-		// copy that still shows the finalizer (a domain event enqueues one at once) finds the
-		// machine gone and announces nothing.
+		// copy that still shows the finalizer (a resync, or a host event past the teardown's own,
+		// selfCaused) finds the machine gone and announces nothing.
 		r.recorder.Eventf(m, nil, corev1.EventTypeNormal, banlieuev1.ReasonDomainDestroyed, "Teardown",
 			"domain %s and its volumes removed", m.Spec.DomainName)
 	}

@@ -126,18 +126,24 @@ func withinPass(m passMark, now time.Time) bool {
 	return m.running > 0 || now.Sub(m.ended) <= selfEventGrace
 }
 
-// selfCaused reports the lifecycle events a converge pass causes itself: it redefines the
-// domain (Defined) and starts it (Suspended and Resumed around Started). Taken for drift, they
-// would make every pass cause the next. Stopped, Undefined, Shutdown, Crashed, PMSuspended and
-// a removed device are never a converge pass's own (a power-off's Stopped, or a teardown's,
-// costs one extra pass, which changes nothing), so they always count.
-func selfCaused(ev libvirt.DomainEvent) bool {
+// selfCaused reports the lifecycle events a pass over a machine causes itself. A converge pass
+// redefines the domain (Defined) and starts it (Suspended and Resumed around Started); taken for
+// drift, they would make every pass cause the next. A teardown, the pass over a machine being
+// deleted, also stops the domain and undefines it (Stopped, Undefined): a pass woken by those
+// would run from a cache that may still show the machine with its finalizer, find nothing left
+// on the host, and patch a machine already gone (1.65 PATCHes of the machine per deleted VM
+// where its finalizer's removal is one, docs/performance.md). Otherwise Stopped, Undefined,
+// Shutdown, Crashed, PMSuspended and a removed device are never a pass's own (a power-off's
+// Stopped costs one extra pass, which changes nothing), so they count.
+func selfCaused(ev libvirt.DomainEvent, deleting bool) bool {
 	if ev.ID != libvirt.DomainEventIDLifecycle {
 		return false
 	}
 	switch ev.Type {
 	case libvirt.DomainEventDefined, libvirt.DomainEventStarted, libvirt.DomainEventSuspended, libvirt.DomainEventResumed:
 		return true
+	case libvirt.DomainEventStopped, libvirt.DomainEventUndefined:
+		return deleting
 	}
 	return false
 }
@@ -163,7 +169,7 @@ func (r *MachineReconciler) machinesFor(ctx context.Context, ev hostconn.DomainE
 		if m.ProviderKey() != ev.Provider || !r.serves(m) {
 			continue
 		}
-		if !ev.Resubscribed && selfCaused(ev.Event) && r.events.inPass(key, now) {
+		if !ev.Resubscribed && selfCaused(ev.Event, !m.DeletionTimestamp.IsZero()) && r.events.inPass(key, now) {
 			continue
 		}
 		out = append(out, reconcile.Request{NamespacedName: key})

@@ -8,29 +8,33 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// Only the events a pass causes itself are held back around a pass; drift always counts.
+// Only the events a pass causes itself are held back around a pass; drift always counts. A
+// teardown's own stop and undefine are held back only for a machine being deleted.
 func TestSelfCausedEvents(t *testing.T) {
 	lifecycle := func(typ libvirt.DomainEventType, detail libvirt.DomainEventDetail) libvirt.DomainEvent {
 		return libvirt.DomainEvent{ID: libvirt.DomainEventIDLifecycle, Type: typ, Detail: detail}
 	}
 	for _, tt := range []struct {
-		ev   libvirt.DomainEvent
-		self bool
+		ev               libvirt.DomainEvent
+		converge, delete bool // selfCaused for a machine converging, and for one being deleted
 	}{
-		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedAdded), true},
-		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedUpdated), true},
-		{lifecycle(libvirt.DomainEventStarted, libvirt.DomainEventStartedBooted), true},
-		{lifecycle(libvirt.DomainEventResumed, libvirt.DomainEventResumedUnpaused), true},
-		{lifecycle(libvirt.DomainEventSuspended, libvirt.DomainEventSuspendedPaused), true},
-		{lifecycle(libvirt.DomainEventStopped, libvirt.DomainEventStoppedDestroyed), false},
-		{lifecycle(libvirt.DomainEventUndefined, libvirt.DomainEventUndefinedRemoved), false},
-		{lifecycle(libvirt.DomainEventShutdown, libvirt.DomainEventShutdownFinished), false},
-		{lifecycle(libvirt.DomainEventCrashed, libvirt.DomainEventCrashedPanicked), false},
-		{lifecycle(libvirt.DomainEventPMSuspended, libvirt.DomainEventPMSuspendedMemory), false},
-		{libvirt.DomainEvent{ID: libvirt.DomainEventIDDeviceRemoved, DeviceAlias: "net0"}, false},
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedAdded), true, true},
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedUpdated), true, true},
+		{lifecycle(libvirt.DomainEventStarted, libvirt.DomainEventStartedBooted), true, true},
+		{lifecycle(libvirt.DomainEventResumed, libvirt.DomainEventResumedUnpaused), true, true},
+		{lifecycle(libvirt.DomainEventSuspended, libvirt.DomainEventSuspendedPaused), true, true},
+		{lifecycle(libvirt.DomainEventStopped, libvirt.DomainEventStoppedDestroyed), false, true},
+		{lifecycle(libvirt.DomainEventUndefined, libvirt.DomainEventUndefinedRemoved), false, true},
+		{lifecycle(libvirt.DomainEventShutdown, libvirt.DomainEventShutdownFinished), false, false},
+		{lifecycle(libvirt.DomainEventCrashed, libvirt.DomainEventCrashedPanicked), false, false},
+		{lifecycle(libvirt.DomainEventPMSuspended, libvirt.DomainEventPMSuspendedMemory), false, false},
+		{libvirt.DomainEvent{ID: libvirt.DomainEventIDDeviceRemoved, DeviceAlias: "net0"}, false, false},
 	} {
-		if got := selfCaused(tt.ev); got != tt.self {
-			t.Errorf("selfCaused(%s) = %v, want %v", tt.ev, got, tt.self)
+		if got := selfCaused(tt.ev, false); got != tt.converge {
+			t.Errorf("selfCaused(%s) of a converging machine = %v, want %v", tt.ev, got, tt.converge)
+		}
+		if got := selfCaused(tt.ev, true); got != tt.delete {
+			t.Errorf("selfCaused(%s) of a machine being deleted = %v, want %v", tt.ev, got, tt.delete)
 		}
 	}
 }
