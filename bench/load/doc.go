@@ -7,4 +7,5 @@
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 -processes
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 90m -args -hosts 100 -n 50 -processes [-rate 5]
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -hosts 1 -n 200 -processes -virsh
 package load

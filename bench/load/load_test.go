@@ -10,6 +10,7 @@
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 90m -args -hosts 100 -n 50 -processes [-rate 5]
+//	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -hosts 1 -n 200 -processes -virsh
 //
 // A PoweredOff machine's Ready is False (DomainNotRunning) by design, so "done" is: every
 // LibvirtMachine has status.domainUuid and observedPowerState PoweredOff. Peak RSS (VmHWM) is
@@ -59,6 +60,10 @@ var (
 	// libvirtrole.DefaultWorkers), so the bench measures what an install runs.
 	controllerWorkers = flag.Int("controller-workers", 0, "the controller role's --workers (0: its default)")
 	providerWorkers   = flag.Int("provider-workers", 0, "the provider role's --workers (0: its default)")
+	// virshRef gives the one host's rates a reference measured in the same run: after banlieue's
+	// deletion, the same libvirt work for as many VMs with a sequential virsh loop (bench/internal/virshloop,
+	// each VM's seed uploaded as banlieue uploads one).
+	virshRef = flag.Bool("virsh", false, "after banlieue, time the same libvirt work done by a sequential virsh loop (one host only)")
 )
 
 const (
@@ -76,6 +81,9 @@ func TestLoad(t *testing.T) {
 	run := "load-" + testenv.RunID()
 	hosts := prepareHosts(ctx, t, run)
 	total := *n * len(hosts)
+	if *virshRef && len(hosts) != 1 {
+		t.Fatalf("-virsh needs one host, not %d", len(hosts))
+	}
 
 	class := &banlieuev1.VMClass{ObjectMeta: metav1.ObjectMeta{Name: run}, Spec: banlieuev1.VMClassSpec{
 		Firmware: banlieuev1.FirmwareBIOS,
@@ -169,6 +177,10 @@ func TestLoad(t *testing.T) {
 			t.Errorf("host %s holds %d domains and %d volumes, want %d and %d", h.lab.Endpoint, doms, vols, *n, 2**n+1)
 		}
 	}
+	var ref *reference
+	if *virshRef {
+		ref = newReference(t, hosts[0], run)
+	}
 	// VMs mirror; a VM's Ready needs a powered-on machine, so only the mirror is checked.
 	var vms banlieuev1.VirtualMachineList
 	must(t, c.List(ctx, &vms))
@@ -220,6 +232,10 @@ func TestLoad(t *testing.T) {
 	atEnd := take(t, env.Config, r.families(), procs)
 	t.Logf("n=%d hosts=%d created-in=%s half-done=%s all-done=%s delete-all=%s %s", *n, len(hosts), created.Round(time.Millisecond),
 		half.Round(time.Millisecond), all.Round(time.Millisecond), deleted.Round(time.Millisecond), peak)
+
+	if ref != nil {
+		ref.measure(t, all, deleted)
+	}
 
 	// Every host as it was: a fresh connection each, as the lab daemon may have been restarted by
 	// another suite sharing it. On the lab, changes that are not the run's are other suites'.

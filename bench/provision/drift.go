@@ -88,7 +88,7 @@ func (b *bench) outOfBand(ctx context.Context, domain string, undefine bool) (he
 		cmds = "undefine " + domain + "; " + cmds
 	}
 	start := time.Now()
-	if err := b.virsh(cmds); err != nil {
+	if err := b.virsh.Run(cmds); err != nil {
 		return 0, 0, err
 	}
 	changed := time.Now()

@@ -37,9 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +54,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/bench/internal/program"
+	"banlieue.io/banlieue/bench/internal/virshloop"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	libvirtrole "banlieue.io/banlieue/internal/provider/libvirt/role"
@@ -81,10 +80,10 @@ func main() {
 	l := testenv.LabFromEnv(*lab)
 	b := &bench{lab: l.Dir, pki: l.PKI, endpoint: l.Endpoint, run: randHex(3), memory: *memory,
 		controllerWorkers: *controllerWorkers, providerWorkers: *providerWorkers}
-	b.uri = "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
 	b.ns = "bench-" + b.run
 	b.pool = "bench-prov-" + b.run
 	b.base = "base-" + b.run + ".raw"
+	b.virsh = virshloop.Host{URI: "qemu+tls://127.0.0.1/system?pkipath=" + b.pki, Pool: b.pool, Backing: b.base}
 	logf, err := os.Create(*logPath)
 	program.Fatal(err)
 	defer func() { _ = logf.Close() }() // a diagnostic log: a lost tail loses no measurement
@@ -99,20 +98,20 @@ func main() {
 }
 
 type bench struct {
-	lab, pki, endpoint, uri string
-	run, ns, pool, base     string
-	poolDir                 string
-	memory                  int
-	controllerWorkers       int
-	providerWorkers         int
-	host                    *libvirt.Client
-	env                     *testenv.Env
-	kube                    client.WithWatch
-	mgrStop                 func()
-	domainName              string
-	domainXML               string // banlieue's definition of an equal VM, the direct path's template
-	seq                     int
-	api                     *apiCounter // the manager's API requests (counts.go)
+	lab, pki, endpoint  string
+	run, ns, pool, base string
+	poolDir             string
+	memory              int
+	controllerWorkers   int
+	providerWorkers     int
+	host                *libvirt.Client
+	env                 *testenv.Env
+	kube                client.WithWatch
+	mgrStop             func()
+	virsh               virshloop.Host
+	template            *virshloop.Template // banlieue's definition of an equal VM, the direct path's
+	seq                 int
+	api                 *apiCounter // the manager's API requests (counts.go)
 }
 
 type sample struct {
@@ -250,29 +249,7 @@ func (b *bench) setupHost(ctx context.Context) error {
 		fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, b.pool, b.poolDir), 0); err != nil {
 		return err
 	}
-	return b.virsh(fmt.Sprintf("vol-create-as %s %s 64M --format raw", b.pool, b.base))
-}
-
-// virshRetry retries a cleanup command while the shared lab libvirtd is being restarted by
-// another suite; a domain already gone counts as done.
-func (b *bench) virshRetry(cmds string) error {
-	var err error
-	for i := 0; i < 10; i++ {
-		if err = b.virsh(cmds); err == nil || strings.Contains(err.Error(), "failed to get domain") {
-			return nil
-		}
-		time.Sleep(3 * time.Second)
-	}
-	return err
-}
-
-// virsh runs one virsh process with the given ;-separated commands.
-func (b *bench) virsh(cmds string) error {
-	out, err := exec.Command("virsh", "-q", "-c", b.uri, cmds).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("virsh %s: %v\n%s", cmds, err, out)
-	}
-	return nil
+	return b.virsh.Run(fmt.Sprintf("vol-create-as %s %s 64M --format raw", b.pool, b.base))
 }
 
 func (b *bench) setupAPI(ctx context.Context) error {
@@ -456,12 +433,13 @@ func (b *bench) banlieue(ctx context.Context, n int, on bool) (sample, error) {
 		}
 	}
 	s.total = last.Sub(start)
-	if b.domainXML == "" && on {
-		out, err := exec.Command("virsh", "-q", "-c", b.uri, "dumpxml", "--inactive", b.ns+"-"+names[0]).Output()
+	if b.template == nil && on {
+		// The direct path leaves the seed out, as it always has (bench/load's -virsh uploads one).
+		t, err := b.virsh.TemplateOf(b.ns+"-"+names[0], "", "", false)
 		if err != nil {
-			return s, fmt.Errorf("dumpxml: %w", err)
+			return s, err
 		}
-		b.domainXML, b.domainName = string(out), b.ns+"-"+names[0]
+		b.template = &t
 	}
 	atRealised := b.work()
 	printWork("create", n, before, atRealised)
@@ -535,11 +513,6 @@ func (b *bench) deleteVMs(ctx context.Context, names []string) error {
 	return nil
 }
 
-var (
-	uuidRE  = regexp.MustCompile(`(?s)\s*<uuid>.*?</uuid>`)
-	cdromRE = regexp.MustCompile(`(?s)\s*<disk type='file' device='cdrom'>.*?</disk>`)
-)
-
 // retryDirect reruns a direct round that failed because another suite restarted the lab
 // libvirtd under it.
 func (b *bench) retryDirect(ctx context.Context, n int, on bool) (sample, error) {
@@ -552,10 +525,10 @@ func (b *bench) retryDirect(ctx context.Context, n int, on bool) (sample, error)
 	return s, err
 }
 
-// direct does what banlieue does for each VM with virsh, sequentially: one virsh process per VM
-// running vol-create-as (overlay) ; define ; start.
+// direct does what banlieue does for each VM with virsh, sequentially (bench/internal/virshloop,
+// without the seed): per VM one virsh process running vol-create-as (overlay) ; define ; start.
 func (b *bench) direct(ctx context.Context, n int, on bool) (sample, error) {
-	if b.domainXML == "" {
+	if b.template == nil {
 		return sample{}, errors.New("no template domain XML")
 	}
 	b.seq++
@@ -564,45 +537,19 @@ func (b *bench) direct(ctx context.Context, n int, on bool) (sample, error) {
 		return sample{}, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }() // scratch space; a leftover is harmless
-	template := cdromRE.ReplaceAllString(uuidRE.ReplaceAllString(b.domainXML, ""), "")
-	tmplDom := b.domainName
-	var s sample
 	var doms []string
-	start := time.Now()
 	for i := 0; i < n; i++ {
-		dom := fmt.Sprintf("%s-direct%d-%02d", b.ns, b.seq, i)
-		doms = append(doms, dom)
-		x := strings.ReplaceAll(template, tmplDom, dom)
-		file := filepath.Join(tmp, dom+".xml")
-		if err := os.WriteFile(file, []byte(x), 0o644); err != nil {
-			return s, err
-		}
-		cmds := fmt.Sprintf("vol-create-as %s %s-os.qcow2 1G --format qcow2 --backing-vol %s --backing-vol-format raw ; define %s",
-			b.pool, dom, b.base, file)
-		if on {
-			cmds += " ; start " + dom
-		}
-		t0 := time.Now()
-		if err := b.virsh(cmds); err != nil {
-			for _, dom := range doms {
-				_ = b.virsh("destroy " + dom)
-				_ = b.virshRetry(fmt.Sprintf("undefine %s --remove-all-storage", dom))
-			}
-			return s, err
-		}
-		s.perVM = append(s.perVM, time.Since(t0))
+		doms = append(doms, fmt.Sprintf("%s-direct%d-%02d", b.ns, b.seq, i))
+	}
+	var s sample
+	start := time.Now()
+	if s.perVM, err = b.virsh.Create(*b.template, doms, tmp, on); err != nil {
+		return sample{}, err
 	}
 	s.total = time.Since(start)
-	// What banlieue's teardown does, with virsh, one VM after the other.
 	t0 := time.Now()
-	for _, dom := range doms {
-		cmds := fmt.Sprintf("undefine %s ; vol-delete --pool %s %s-os.qcow2", dom, b.pool, dom)
-		if on {
-			cmds = "destroy " + dom + " ; " + cmds
-		}
-		if err := b.virsh(cmds); err != nil {
-			return s, err
-		}
+	if err := b.virsh.Delete(*b.template, doms, on); err != nil {
+		return s, err
 	}
 	s.deletion = time.Since(t0)
 	return s, nil
