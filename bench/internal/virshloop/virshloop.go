@@ -28,8 +28,9 @@ type Template struct {
 	domain string
 	xml    string
 	// seed is a local copy of the template's seed volume, uploaded as every VM's seed; empty when
-	// the loop leaves the seed out.
-	seed string
+	// the loop leaves the seed out. seedSize is its size in bytes, each seed volume's capacity.
+	seed     string
+	seedSize int64
 }
 
 var (
@@ -58,7 +59,15 @@ func (h Host) TemplateOf(domain, volume, dir string, seed bool) (Template, error
 		return Template{}, fmt.Errorf("seed volume %s is not named after domain %s", volume, domain)
 	}
 	t.seed = filepath.Join(dir, volume)
-	return t, h.Run(fmt.Sprintf("vol-download --pool %s %s %s", h.Pool, volume, t.seed))
+	if err := h.Run(fmt.Sprintf("vol-download --pool %s %s %s", h.Pool, volume, t.seed)); err != nil {
+		return Template{}, err
+	}
+	st, err := os.Stat(t.seed)
+	if err != nil {
+		return Template{}, err
+	}
+	t.seedSize = st.Size()
+	return t, nil
 }
 
 // Create defines the VMs named doms one after the other, starting each when on: the overlay
@@ -74,12 +83,8 @@ func (h Host) Create(t Template, doms []string, dir string, on bool) ([]time.Dur
 		cmds := fmt.Sprintf("vol-create-as %s %s-os.qcow2 1G --format qcow2 --backing-vol %s --backing-vol-format raw ; ",
 			h.Pool, dom, h.Backing)
 		if t.seed != "" {
-			st, err := os.Stat(t.seed)
-			if err != nil {
-				return nil, err
-			}
 			seed := h.seedVolume(t, dom)
-			cmds += fmt.Sprintf("vol-create-as %s %s %d --format raw ; vol-upload --pool %s %s %s ; ", h.Pool, seed, st.Size(), h.Pool, seed, t.seed)
+			cmds += fmt.Sprintf("vol-create-as %s %s %d --format raw ; vol-upload --pool %s %s %s ; ", h.Pool, seed, t.seedSize, h.Pool, seed, t.seed)
 		}
 		cmds += "define " + file
 		if on {
