@@ -167,10 +167,16 @@ func probe(path string, initialDelay, period, timeout int32) *corev1ac.ProbeAppl
 		WithFailureThreshold(3)
 }
 
+// resources is the container's resources: the class's, or defaultResources. The apply
+// configuration gets maps of its own: WithRequests and WithLimits keep the map they are given,
+// and client.Apply decodes the API server's answer into the configuration, so a shared map (the
+// defaults) was written by every reconcile of a Provider without a class's resources at once,
+// and two workers crashed the operator with "concurrent map writes".
 func resources(r *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
 	if r == nil {
 		r = &defaultResources
 	}
+	r = r.DeepCopy()
 	ac := corev1ac.ResourceRequirements()
 	if r.Requests != nil {
 		ac.WithRequests(r.Requests)

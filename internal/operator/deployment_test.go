@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -172,4 +173,36 @@ func equalResources(a, b corev1.ResourceRequirements) bool {
 		return true
 	}
 	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
+}
+
+// client.Apply decodes the API server's answer into the apply configuration it sent. The
+// configuration's resource maps must be its own: decoded into the shared defaults, concurrent
+// reconciles crashed the operator ("concurrent map writes", found by test/monitoring in CI), and
+// any answer rewrote the defaults of every later Deployment.
+func TestResourcesOwnTheirMaps(t *testing.T) {
+	class := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	answer := []byte(`{"requests":{"cpu":"7","memory":"7Gi","ephemeral-storage":"1Gi"},"limits":{"cpu":"9","memory":"9Gi"}}`)
+	for _, tt := range []struct {
+		name string
+		in   *corev1.ResourceRequirements
+	}{{"the defaults", nil}, {"a class's", &class}} {
+		before := defaultResources.DeepCopy()
+		if tt.in != nil {
+			before = tt.in.DeepCopy()
+		}
+		ac := resources(tt.in)
+		if err := json.Unmarshal(answer, ac); err != nil {
+			t.Fatal(err)
+		}
+		after := &defaultResources
+		if tt.in != nil {
+			after = tt.in
+		}
+		if !equalResources(*after, *before) {
+			t.Errorf("%s: decoding an answer into the apply configuration changed them to %+v", tt.name, *after)
+		}
+	}
 }
