@@ -135,12 +135,21 @@ func withinPass(m passMark, now time.Time) bool {
 // where its finalizer's removal is one, docs/performance.md). Otherwise Stopped, Undefined,
 // Shutdown, Crashed, PMSuspended and a removed device are never a pass's own (a power-off's
 // Stopped costs one extra pass, which changes nothing), so they count.
-func selfCaused(ev libvirt.DomainEvent, deleting bool) bool {
+//
+// startAwaited: the machine's last pass found its domain paused "starting up" by a start that
+// was not its own (a provider killed during DomainCreate, libvirtd finishing it alone; another
+// client's) and ended waiting for it (startWatch). That start's Started and Resumed are what the
+// pass waits for, not what it did, so they count: the machine is realised on the start's own
+// event instead of the 5 s error retry. Its Defined still does not: every pass redefines the
+// domain, and a pass woken by its own Defined would wake the next until the start ends.
+func selfCaused(ev libvirt.DomainEvent, deleting, startAwaited bool) bool {
 	if ev.ID != libvirt.DomainEventIDLifecycle {
 		return false
 	}
 	switch ev.Type {
-	case libvirt.DomainEventDefined, libvirt.DomainEventStarted, libvirt.DomainEventSuspended, libvirt.DomainEventResumed:
+	case libvirt.DomainEventStarted, libvirt.DomainEventResumed:
+		return !startAwaited
+	case libvirt.DomainEventDefined, libvirt.DomainEventSuspended:
 		return true
 	case libvirt.DomainEventStopped, libvirt.DomainEventUndefined:
 		return deleting
@@ -169,7 +178,7 @@ func (r *MachineReconciler) machinesFor(ctx context.Context, ev hostconn.DomainE
 		if m.ProviderKey() != ev.Provider || !r.serves(m) {
 			continue
 		}
-		if !ev.Resubscribed && selfCaused(ev.Event, !m.DeletionTimestamp.IsZero()) && r.events.inPass(key, now) {
+		if !ev.Resubscribed && selfCaused(ev.Event, !m.DeletionTimestamp.IsZero(), r.starts.inFlight(m.UID)) && r.events.inPass(key, now) {
 			continue
 		}
 		out = append(out, reconcile.Request{NamespacedName: key})

@@ -1,6 +1,7 @@
 package libvirt
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -9,32 +10,35 @@ import (
 )
 
 // Only the events a pass causes itself are held back around a pass; drift always counts. A
-// teardown's own stop and undefine are held back only for a machine being deleted.
+// teardown's own stop and undefine are held back only for a machine being deleted. While a pass
+// waits for a start that was not its own, that start's Started and Resumed count.
 func TestSelfCausedEvents(t *testing.T) {
 	lifecycle := func(typ libvirt.DomainEventType, detail libvirt.DomainEventDetail) libvirt.DomainEvent {
 		return libvirt.DomainEvent{ID: libvirt.DomainEventIDLifecycle, Type: typ, Detail: detail}
 	}
+	type machine struct{ deleting, startAwaited bool }
+	converging, deleting := machine{}, machine{deleting: true}
+	awaiting, awaitingDeleting := machine{startAwaited: true}, machine{deleting: true, startAwaited: true}
 	for _, tt := range []struct {
-		ev               libvirt.DomainEvent
-		converge, delete bool // selfCaused for a machine converging, and for one being deleted
+		ev   libvirt.DomainEvent
+		self []machine // the machines for which ev is selfCaused; for the others it counts
 	}{
-		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedAdded), true, true},
-		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedUpdated), true, true},
-		{lifecycle(libvirt.DomainEventStarted, libvirt.DomainEventStartedBooted), true, true},
-		{lifecycle(libvirt.DomainEventResumed, libvirt.DomainEventResumedUnpaused), true, true},
-		{lifecycle(libvirt.DomainEventSuspended, libvirt.DomainEventSuspendedPaused), true, true},
-		{lifecycle(libvirt.DomainEventStopped, libvirt.DomainEventStoppedDestroyed), false, true},
-		{lifecycle(libvirt.DomainEventUndefined, libvirt.DomainEventUndefinedRemoved), false, true},
-		{lifecycle(libvirt.DomainEventShutdown, libvirt.DomainEventShutdownFinished), false, false},
-		{lifecycle(libvirt.DomainEventCrashed, libvirt.DomainEventCrashedPanicked), false, false},
-		{lifecycle(libvirt.DomainEventPMSuspended, libvirt.DomainEventPMSuspendedMemory), false, false},
-		{libvirt.DomainEvent{ID: libvirt.DomainEventIDDeviceRemoved, DeviceAlias: "net0"}, false, false},
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedAdded), []machine{converging, deleting, awaiting, awaitingDeleting}},
+		{lifecycle(libvirt.DomainEventDefined, libvirt.DomainEventDefinedUpdated), []machine{converging, deleting, awaiting, awaitingDeleting}},
+		{lifecycle(libvirt.DomainEventStarted, libvirt.DomainEventStartedBooted), []machine{converging, deleting}},
+		{lifecycle(libvirt.DomainEventResumed, libvirt.DomainEventResumedUnpaused), []machine{converging, deleting}},
+		{lifecycle(libvirt.DomainEventSuspended, libvirt.DomainEventSuspendedPaused), []machine{converging, deleting, awaiting, awaitingDeleting}},
+		{lifecycle(libvirt.DomainEventStopped, libvirt.DomainEventStoppedDestroyed), []machine{deleting, awaitingDeleting}},
+		{lifecycle(libvirt.DomainEventUndefined, libvirt.DomainEventUndefinedRemoved), []machine{deleting, awaitingDeleting}},
+		{lifecycle(libvirt.DomainEventShutdown, libvirt.DomainEventShutdownFinished), nil},
+		{lifecycle(libvirt.DomainEventCrashed, libvirt.DomainEventCrashedPanicked), nil},
+		{lifecycle(libvirt.DomainEventPMSuspended, libvirt.DomainEventPMSuspendedMemory), nil},
+		{libvirt.DomainEvent{ID: libvirt.DomainEventIDDeviceRemoved, DeviceAlias: "net0"}, nil},
 	} {
-		if got := selfCaused(tt.ev, false); got != tt.converge {
-			t.Errorf("selfCaused(%s) of a converging machine = %v, want %v", tt.ev, got, tt.converge)
-		}
-		if got := selfCaused(tt.ev, true); got != tt.delete {
-			t.Errorf("selfCaused(%s) of a machine being deleted = %v, want %v", tt.ev, got, tt.delete)
+		for _, m := range []machine{converging, deleting, awaiting, awaitingDeleting} {
+			if got, want := selfCaused(tt.ev, m.deleting, m.startAwaited), slices.Contains(tt.self, m); got != want {
+				t.Errorf("selfCaused(%s) of a machine %+v = %v, want %v", tt.ev, m, got, want)
+			}
 		}
 	}
 }

@@ -76,6 +76,14 @@ func (w *startWatch) refused(uid types.UID, lost *StartLostError) {
 	w.seen.Store(uid, s)
 }
 
+// inFlight reports whether a pass found uid's domain starting up and ended waiting for that
+// start: seen, not yet past starting up, and not refused (machine_domainevents.go lets the
+// start's own events through for it).
+func (w *startWatch) inFlight(uid types.UID) bool {
+	v, ok := w.seen.Load(uid)
+	return ok && v.(sighting).lost == nil
+}
+
 // lost is libvirtd's recorded refusal to stop uid's domain, or nil.
 func (w *startWatch) lost(uid types.UID) *StartLostError {
 	if v, ok := w.seen.Load(uid); ok {

@@ -44,6 +44,16 @@ func TestStartWatch(t *testing.T) {
 		if (got == startLost) != (err == lost) {
 			t.Fatalf("%s: verdict %d reports %v", s.name, got, err)
 		}
+		// Seen starting up, the start is awaited unless libvirtd refused to stop it.
+		if w.inFlight("m") != (got != startLost) {
+			t.Fatalf("%s: verdict %d, inFlight %v", s.name, got, w.inFlight("m"))
+		}
+	}
+	if w.clear("m"); w.inFlight("m") {
+		t.Error("a start is awaited after its domain left starting up")
+	}
+	if w.inFlight("never seen") {
+		t.Error("a start is awaited for a machine no pass saw starting up")
 	}
 	if v, _ := w.judge("other"); v != startInFlight {
 		t.Error("another machine's first sighting is not in flight")
