@@ -235,7 +235,7 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		owned := deployment(tenantNS)
 		owned.Name = "owned"
 		owned.OwnerReferences = []metav1.OwnerReference{ownerRef("Provider", p)}
-		testenv.Allowed(t, "operator creates a Deployment owned by a Provider", op.Create(ctx, owned, client.DryRunAll))
+		testenv.Allowed(t, "operator creates a Deployment owned by a Provider", createOwned(ctx, t, op, owned))
 		testenv.Forbidden(t, "operator lists Secrets", op.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
 		// It holds the Job rights it grants only where it grants them: cluster-wide they would
 		// let it run a pod as any ServiceAccount of any namespace.

@@ -249,11 +249,18 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			p := procs[i]
 			p.waitFor(t, "/readyz", p.health, 200, 60*time.Second)
-			// Reconciles have run; a write attempt would have happened by now.
+			// Reconciles have run; a write attempt would have happened by now. The metrics
+			// server may start serving after /readyz answers: until the deadline a refused or
+			// failed scrape is waited out like a count of zero.
 			deadline := time.Now().Add(30 * time.Second)
-			for reconciles(p.scrape(t, reader), r.controller) == 0 {
+			for {
+				code, body := reader.Get(p.metrics)
+				if code == 200 && reconciles(body, r.controller) > 0 {
+					break
+				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no controller_runtime_reconcile_total for controller %q after 30 s\n%s", r.controller, string(p.Output()))
+					t.Fatalf("no controller_runtime_reconcile_total for controller %q after 30 s (last GET :%d/metrics: %d %.200s)\n%s",
+						r.controller, p.metrics, code, body, string(p.Output()))
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -316,16 +323,6 @@ func (p *process) request(port int, path string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
-}
-
-// scrape is the role's /metrics, read as reader.
-func (p *process) scrape(t *testing.T, reader *testenv.Scraper) string {
-	t.Helper()
-	code, body := reader.Get(p.metrics)
-	if code != 200 {
-		t.Fatalf("GET :%d/metrics: %d %s", p.metrics, code, body)
-	}
-	return body
 }
 
 func (p *process) waitFor(t *testing.T, path string, port, want int, timeout time.Duration) {
