@@ -250,20 +250,13 @@ func TestRolesOnReadOnlyRoot(t *testing.T) {
 			p := procs[i]
 			p.waitFor(t, "/readyz", p.health, 200, 60*time.Second)
 			// Reconciles have run; a write attempt would have happened by now. The metrics
-			// server may start serving after /readyz answers: until the deadline a refused or
-			// failed scrape is waited out like a count of zero.
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			// server may start serving after /readyz answers: a refused or failed scrape is
+			// waited out like a count of zero.
+			testenv.Eventually(t, 30*time.Second, "controller_runtime_reconcile_total for controller "+r.controller, func() error {
 				code, body := reader.Get(p.metrics)
-				if code == 200 && reconciles(body, r.controller) > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no controller_runtime_reconcile_total for controller %q after 30 s (last GET :%d/metrics: %d %.200s)\n%s",
-						r.controller, p.metrics, code, body, string(p.Output()))
-				}
-				time.Sleep(250 * time.Millisecond)
-			}
+				return testenv.Unmet(code == 200 && reconciles(body, r.controller) > 0,
+					fmt.Sprintf("GET :%d/metrics: %d %.200s\n%s", p.metrics, code, body, p.Output()))
+			})
 		})
 	}
 	// Every role keeps running: a few seconds more, still alive and still ready.
