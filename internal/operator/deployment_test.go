@@ -189,20 +189,16 @@ func TestResourcesOwnTheirMaps(t *testing.T) {
 		name string
 		in   *corev1.ResourceRequirements
 	}{{"the defaults", nil}, {"a class's", &class}} {
-		before := defaultResources.DeepCopy()
+		source := &defaultResources // what resources(tt.in) is built from
 		if tt.in != nil {
-			before = tt.in.DeepCopy()
+			source = tt.in
 		}
-		ac := resources(tt.in)
-		if err := json.Unmarshal(answer, ac); err != nil {
+		before := source.DeepCopy()
+		if err := json.Unmarshal(answer, resources(tt.in)); err != nil {
 			t.Fatal(err)
 		}
-		after := &defaultResources
-		if tt.in != nil {
-			after = tt.in
-		}
-		if !equalResources(*after, *before) {
-			t.Errorf("%s: decoding an answer into the apply configuration changed them to %+v", tt.name, *after)
+		if !equalResources(*source, *before) {
+			t.Errorf("%s: decoding an answer into the apply configuration changed them to %+v", tt.name, *source)
 		}
 	}
 }
