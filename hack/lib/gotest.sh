@@ -1,0 +1,18 @@
+# shellcheck shell=bash
+# go_test NAME ARGS...: `go test -json ARGS` read by hack/testreport, which prints a line per
+# package and the whole output of whatever failed; with BANLIEUE_TEST_REPORT set, each package's
+# result is appended to $BANLIEUE_TEST_REPORT/NAME.summary for .ci/run's closing table. Fails when
+# a test, a package or a build failed. Run from the repository's root.
+go_test() {
+  local name=$1 dir=${BANLIEUE_TEST_REPORT:-} summary=()
+  shift
+  if [[ ! -x ${TESTREPORT:-} ]]; then
+    TESTREPORT="$(mktemp -d)/testreport"
+    go build -o "$TESTREPORT" ./hack/testreport
+  fi
+  if [[ -n $dir ]]; then
+    mkdir -p "$dir"
+    summary=(-summary "$dir/$name.summary")
+  fi
+  go test -json "$@" 2>&1 | "$TESTREPORT" "${summary[@]}"
+}
