@@ -214,28 +214,42 @@ YAML
 
 # start_nat_network starts the lab's NAT network on the lab libvirtd, the same network
 # labhost.StartNATNetwork starts for the suites (internal/testenv/labhost/network.go): libvirtd
-# makes the bridge, runs its dnsmasq (leases .100 to .199) and adds its NAT rules. Transient
-# (net-create), so no definition outlives the lab; down destroys it. banlieue itself never starts
-# networks: it only attaches NICs to the network its Provider's class names.
+# makes the bridge, runs its dnsmasq (leases .100 to .199) and adds its NAT rules. Defined and
+# autostarted, not transient: a lab libvirtd that restarts (a crash, a host repair) brings the
+# network back by itself and the Provider's network class stays satisfied; down undefines it.
+# banlieue itself never starts networks: it only attaches NICs to the network its Provider's
+# class names.
 start_nat_network() {
-  if lab_virsh net-info "$nat_network" 2>/dev/null | grep -q '^Active: *yes'; then
+  local info
+  if ! lab_virsh net-info "$nat_network" >/dev/null 2>&1; then
+    cat >"$lab/nat-network.xml" <<XML
+<network><name>$nat_network</name><forward mode='nat'/><bridge name='$nat_bridge' stp='off'/><ip address='${nat_subnet}1' netmask='255.255.255.0'><dhcp><range start='${nat_subnet}100' end='${nat_subnet}199'/></dhcp></ip></network>
+XML
+    lab_virsh net-define "$lab/nat-network.xml" >/dev/null
+  fi
+  info=$(lab_virsh net-info "$nat_network")
+  if grep -q '^Persistent: *no' <<<"$info"; then
+    # A transient network of an older lab: made persistent in place.
+    lab_virsh net-dumpxml "$nat_network" >"$lab/nat-network.xml"
+    lab_virsh net-define "$lab/nat-network.xml" >/dev/null
+  fi
+  lab_virsh net-autostart "$nat_network" >/dev/null
+  if grep -q '^Active: *yes' <<<"$info"; then
     echo "    network $nat_network already active"
     return
   fi
-  cat >"$lab/nat-network.xml" <<XML
-<network><name>$nat_network</name><forward mode='nat'/><bridge name='$nat_bridge' stp='off'/><ip address='${nat_subnet}1' netmask='255.255.255.0'><dhcp><range start='${nat_subnet}100' end='${nat_subnet}199'/></dhcp></ip></network>
-XML
-  lab_virsh net-create "$lab/nat-network.xml" >/dev/null
-  echo "    network $nat_network: NAT, DHCP, bridge $nat_bridge, ${nat_subnet}0/24"
+  lab_virsh net-start "$nat_network" >/dev/null
+  echo "    network $nat_network: NAT, DHCP, bridge $nat_bridge, ${nat_subnet}0/24, autostarted"
 }
 
-# stop_nat_network destroys the network (libvirtd removes its bridge, dnsmasq and NAT rules). A
-# libvirtd that stopped with the network up left them behind: hack/libvirt-lab.sh stop removes
-# those, for every network its libvirtd had started.
+# stop_nat_network destroys and undefines the network (libvirtd removes its bridge, dnsmasq and
+# NAT rules). A libvirtd that stopped with the network up left them behind: hack/libvirt-lab.sh
+# stop removes those, for every network its libvirtd had started.
 stop_nat_network() {
   if hack/libvirt-lab.sh status "$libvirt_lab" >/dev/null 2>&1 &&
     lab_virsh net-info "$nat_network" >/dev/null 2>&1; then
-    lab_virsh net-destroy "$nat_network" >/dev/null
+    lab_virsh net-destroy "$nat_network" >/dev/null 2>&1 || true
+    lab_virsh net-undefine "$nat_network" >/dev/null 2>&1 || true
     echo "stopped network $nat_network"
   fi
 }

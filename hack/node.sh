@@ -231,7 +231,10 @@ ensure_bridge() {
     ip link add "$bridge" type bridge
     touch "$dir/bridge-created"
   fi
-  ip addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/24" dev "$bridge"
+  # Not `ip addr show | grep -q`: under pipefail, grep leaving at the first match can fail the
+  # pipeline with ip's SIGPIPE, and a second `up` then added the address again ("Address already
+  # assigned").
+  [[ "$(ip -o -4 addr show dev "$bridge")" == *" $node_ip/"* ]] || ip addr add "$node_ip/24" dev "$bridge"
   ip link set "$bridge" up
 }
 
