@@ -49,6 +49,10 @@ release: ## The release artifacts into dist/: install.yaml, the chart, the image
 test: ## The whole test suite against real parts (what CI runs).
 	hack/test.sh
 
+.PHONY: test-unit
+test-unit: ## The quick loop: pure and API-server packages, no root, libvirtd, node or guest (hack/test.sh --quick).
+	hack/test.sh --quick
+
 .PHONY: lint
 lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-graph boundaries.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -1,20 +1,71 @@
 #!/usr/bin/env bash
 # The test suite against real parts: a real kube-apiserver + etcd (built from Go modules), a real
-# libvirtd over mutual TLS on 127.0.0.1, and independent ISO readers. Run as root on Debian 12.
+# libvirtd over mutual TLS on 127.0.0.1, the real cloud guest, and independent ISO readers. Run
+# as root on Debian 12.
 #
-#   hack/test.sh                 everything
+#   hack/test.sh                 everything (what CI runs)
+#   hack/test.sh --quick         the contributor's loop: the pure and API-server packages, without
+#                                root, libvirtd, a node or a guest (docs/testing.md, "The quick loop")
 #   hack/test.sh ./pkg/libvirt/  only some packages (any `go test` package patterns)
 #
 # Env: GO_TEST_FLAGS (extra flags for go test, e.g. "-run TestAdmission -v"),
-#      BANLIEUE_KEEP_LAB=1 leaves the libvirt lab running afterwards.
+#      BANLIEUE_KEEP_LAB=1 leaves the libvirt lab running afterwards,
+#      BANLIEUE_TEST_REPORT=DIR keeps the per-package results there (.ci/run's summary reads them).
+#
+# The packages run in two streams beside each other, then one package alone
+# (docs/testing.md, "How the suite runs"):
+#   free    packages that need at most their own API server: two at a time, at a lower CPU
+#           priority, beside the lab stream;
+#   lab     packages that use the lab libvirtd or boot an emulated guest: one at a time, since
+#           several kill and restart the daemon to test what survives it;
+#   alone   test/hardening, which freezes and kills the daemon and holds tight bounds on how soon
+#           the roles recover: last, once both streams are done, with the machine to itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
-phase() { printf '\n==> %s\n' "$*"; }
+quick=0
+if [[ ${1:-} == --quick ]]; then
+  quick=1
+  shift
+fi
 
-phase "Debian packages the tests read ISO images and boot guests with"
-hack/install-test-deps.sh
+start=$SECONDS
+phase() { printf '\n==> [hack/test.sh %ds] %s\n' "$((SECONDS - start))" "$*"; }
+
+alone_pkgs=(banlieue.io/banlieue/test/hardening)
+# What marks a package's tests as users of the lab libvirtd or of an emulated guest.
+lab_marks='RequireLibvirtLab|RequirePodLibvirtLab|LabFromEnv|needLab\(|BANLIEUE_LIBVIRT|qemu-system|cloud-guest|CloudGuest'
+# What marks a package as needing root (not in the quick loop).
+root_marks='Geteuid'
+
+free=() lab=() alone=()
+classify() {
+  local path dir
+  while read -r path dir; do
+    if ((quick)); then
+      grep -qE "$root_marks" "$dir"/*_test.go || free+=("$path")
+    elif [[ " ${alone_pkgs[*]} " == *" $path "* ]]; then
+      alone+=("$path")
+    elif grep -qE "$lab_marks" "$dir"/*_test.go; then
+      lab+=("$path")
+    else
+      free+=("$path")
+    fi
+  done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@")
+}
+classify "${@:-./...}"
+if ((quick)); then
+  # Every package but those that need root, in -short mode (no guest boots) and without the lab's
+  # environment, so the lab's tests skip; CI empty, so a missing lab skips rather than fails.
+  unset BANLIEUE_LIBVIRT_LAB BANLIEUE_LIBVIRT_ENDPOINT BANLIEUE_LIBVIRT_PKI BANLIEUE_LIBVIRT_POD_ENDPOINT
+  export CI= GO_TEST_FLAGS="-short ${GO_TEST_FLAGS:-}"
+fi
+
+if ((!quick)); then
+  phase "Debian packages the tests read ISO images and boot guests with"
+  hack/install-test-deps.sh
+fi
 
 phase "control-plane binaries (kube-apiserver, etcd, kubectl)"
 KUBEBUILDER_ASSETS="$(hack/envtest-assets.sh | tail -1)"
@@ -24,34 +75,62 @@ echo "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 phase "helm, built from Go modules (for the chart tests in test/install)"
 hack/helm.sh
 
-phase "libvirt lab host (libvirtd, TLS on 127.0.0.1:16514)"
-lab_dir="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
-lab_was_running=0
-hack/libvirt-lab.sh status "$lab_dir" >/dev/null 2>&1 && lab_was_running=1
-hack/libvirt-lab.sh start "$lab_dir"
-if [[ $lab_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
-  trap 'hack/libvirt-lab.sh stop "$lab_dir" || true' EXIT
+if ((${#lab[@]} + ${#alone[@]})); then
+  phase "libvirt lab host (libvirtd, TLS on 127.0.0.1:16514)"
+  lab_dir="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
+  lab_was_running=0
+  hack/libvirt-lab.sh status "$lab_dir" >/dev/null 2>&1 && lab_was_running=1
+  hack/libvirt-lab.sh start "$lab_dir"
+  if [[ $lab_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
+    trap 'hack/libvirt-lab.sh stop "$lab_dir" || true' EXIT
+  fi
+  # shellcheck disable=SC1091
+  source "$lab_dir/env"
+
+  phase "the cloud guest (hack/cloud-guest.sh: debootstrap once, then cached)"
+  # Built here rather than inside test/e2e/cloudguest, so a cold build (minutes) is not spent
+  # against that package's go test timeout and its time shows on its own.
+  hack/cloud-guest.sh | tail -1
 fi
-# shellcheck disable=SC1091
-source "$lab_dir/env"
 
-phase "the cloud guest (hack/cloud-guest.sh: debootstrap once, then cached)"
-# Built here rather than inside test/e2e/cloudguest, so a cold build (minutes) is not spent
-# against that package's go test timeout and its time shows on its own.
-hack/cloud-guest.sh | tail -1
+phase "the test packages compiled"
+# go test -p limits the builds too, so the test packages are compiled first with the machine's
+# parallelism into Go's build cache (go list -export compiles without linking; a second through a
+# warm cache). A package that does not compile is reported by go test, in its place.
+go list -test -export "${free[@]}" "${lab[@]}" "${alone[@]}" >/dev/null 2>&1 || true
+# Each package's result goes to the report directory, read by the table at the end (and by
+# .ci/run's): a directory of this run's own unless BANLIEUE_TEST_REPORT names one.
+# shellcheck source=lib/gotest.sh
+source hack/lib/gotest.sh
+export BANLIEUE_TEST_REPORT="${BANLIEUE_TEST_REPORT:-$(mktemp -d)}"
+rm -f "$BANLIEUE_TEST_REPORT"/{free,lab,alone}.summary
+TESTREPORT="$BANLIEUE_TEST_REPORT/testreport"
+export TESTREPORT
+go build -o "$TESTREPORT" ./hack/testreport
 
-phase "go vet"
-go vet ./...
-
-phase "go test"
-# Packages share one libvirtd, so they run one at a time (-p 1); within a package tests may
-# still run in parallel. -p 1 limits the builds too, so the test packages are compiled first
-# with the machine's parallelism into Go's build cache (go list -export compiles without
-# linking; a second through a warm cache): on a fresh machine, compiled one at a time, they made
-# hack/test.sh 13 minutes longer than with a warm build cache (docs/performance.md, "The whole
-# CI"). A package that does not compile is reported by go test, in its place.
-go list -test -export "${@:-./...}" >/dev/null 2>&1 || true
+# run STREAM P PACKAGES...: go test of the packages, P at a time.
 # -ldflags=-w: the test binaries are linked without DWARF, which no test reads (stack traces come
-# from the symbol table): 8 of the largest linked in 40 s instead of 56 (docs/performance.md).
-# shellcheck disable=SC2086
-go test -p 1 -count=1 -timeout 30m -ldflags=-w ${GO_TEST_FLAGS:-} "${@:-./...}"
+# from the symbol table): about 2 s less per binary (docs/performance.md).
+run() {
+  local stream=$1 p=$2
+  shift 2
+  (($#)) || return 0
+  # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
+  go_test "$stream" -p "$p" -count=1 -timeout 30m -ldflags=-w ${GO_TEST_FLAGS:-} "$@"
+}
+
+phase "go test: ${#free[@]} free packages (2 at a time) beside ${#lab[@]} lab packages (1 at a time), then ${#alone[@]} alone"
+free_rc=0 lab_rc=0 alone_rc=0
+# The free stream at a lower priority: the lab stream's emulated guests are the critical path
+# and their tests wait on deadlines.
+nice -n 10 bash -c "set -o pipefail; $(declare -f go_test run); run free 2 \"\$@\"" _ "${free[@]}" &
+free_pid=$!
+run lab 1 "${lab[@]}" || lab_rc=$?
+wait "$free_pid" || free_rc=$?
+phase "both streams are done; alone: ${alone[*]}"
+run alone 1 "${alone[@]}" || alone_rc=$?
+
+phase "results (every package's time; the streams overlapped)"
+"$TESTREPORT" -table "$BANLIEUE_TEST_REPORT"/{free,lab,alone}.summary
+echo "hack/test.sh: done in $((SECONDS - start))s (free rc=$free_rc, lab rc=$lab_rc, alone rc=$alone_rc)"
+((free_rc == 0 && lab_rc == 0 && alone_rc == 0))
