@@ -9,6 +9,8 @@
 # Env: BANLIEUE_LIBVIRT_LAB (the lab host, default /var/tmp/banlieue-lab).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/gotest.sh
+source hack/lib/gotest.sh
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 start=$SECONDS
 
@@ -31,5 +33,5 @@ fi
 # shellcheck disable=SC1091
 source "$libvirt_lab/env"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test -tags capi -count=1 -p 1 -timeout 20m ${GO_TEST_FLAGS:-} ./test/capi/
+go_test capi -tags capi -count=1 -p 1 -timeout 20m ${GO_TEST_FLAGS:-} ./test/capi/
 echo "capi-test: done in $((SECONDS - start))s"

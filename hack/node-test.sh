@@ -12,6 +12,8 @@
 # Env: BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node), BANLIEUE_LIBVIRT_LAB (the lab host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/gotest.sh
+source hack/lib/gotest.sh
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 # Run under `flock` (the test lock), the control plane must not inherit the lock's descriptor
@@ -51,9 +53,9 @@ hack/libvirt-lab.sh start "$libvirt_lab"
 # shellcheck disable=SC1091
 source "$libvirt_lab/env"
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test -tags node -count=1 -p 1 ${GO_TEST_FLAGS:-} ./test/node/
+go_test node -tags node -count=1 -p 1 ${GO_TEST_FLAGS:-} ./test/node/
 # The image controller's suites whose import Jobs must run as pods (node_suite_test.go): after
 # test/node, whose installs they would collide with; their other, envtest suites run in hack/test.sh.
 # shellcheck disable=SC2086 # IMAGE_SUITE_FLAGS is a list of flags
-go test -tags node -count=1 -run 'OnTheRealNode$' ${IMAGE_SUITE_FLAGS:-} ./internal/provider/libvirt/image/
+go_test node -tags node -count=1 -run 'OnTheRealNode$' ${IMAGE_SUITE_FLAGS:-} ./internal/provider/libvirt/image/
 echo "node-test: done in $((SECONDS - start))s"
