@@ -131,7 +131,13 @@ func (r *report) packageEnded(p *result, e event) {
 	switch {
 	case e.Action == "fail":
 		r.failed = true
-		fmt.Fprint(r.out, r.output[e.Package])
+		// go test's own closing lines for the package ("FAIL", "FAIL pkg 1.2s") are replaced by
+		// the one below.
+		for _, line := range strings.SplitAfter(r.output[e.Package].String(), "\n") {
+			if line != "FAIL\n" && !strings.HasPrefix(line, "FAIL\t"+e.Package+"\t") {
+				fmt.Fprint(r.out, line)
+			}
+		}
 		fmt.Fprintf(r.out, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
 	case !p.hasTests:
 		// go test's own line: "?   pkg [no test files]" or "ok pkg [no tests to run]".

@@ -23,7 +23,9 @@ const stream = `{"Action":"start","Package":"a"}
 {"Action":"run","Package":"a","Test":"TestSkipped"}
 {"Action":"skip","Package":"a","Test":"TestSkipped","Elapsed":0}
 {"Action":"pass","Package":"a","Test":"TestOK","Elapsed":0.5}
+{"Action":"output","Package":"b","Output":"panic: boom\n"}
 {"Action":"output","Package":"b","Output":"FAIL\n"}
+{"Action":"output","Package":"b","Output":"FAIL\tb\t1.500s\n"}
 {"Action":"fail","Package":"b","Elapsed":1.5}
 {"Action":"pass","Package":"a","Elapsed":2.25}
 {"Action":"start","Package":"c"}
@@ -50,6 +52,9 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Count(got, "FAIL\tb\t") != 1 || !strings.Contains(got, "panic: boom\n") {
+		t.Errorf("the package's own output, or not once its closing line:\n%s", got)
 	}
 	if strings.Contains(got, "=== RUN   TestOK") {
 		t.Errorf("a passing test's output was printed:\n%s", got)
