@@ -3,6 +3,8 @@ package image
 import (
 	"fmt"
 	"path"
+	"regexp"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -171,7 +173,10 @@ func jobFailed(job *batchv1.Job) bool {
 }
 
 // failedMessage is the zone's message for a failed import Job. A Job stopped at its deadline
-// says so: its killed pod's log tells nothing of why.
+// says so: its killed pod's log tells nothing of why. The Job controller counts the pods it
+// kills at the deadline as failed, so a Job stopped with no pod counted never had one: the Job
+// controller could not create it (a missing ServiceAccount, a quota, an admission refusal),
+// which only the Job's events tell.
 func failedMessage(job *batchv1.Job) string {
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
@@ -179,8 +184,57 @@ func failedMessage(job *batchv1.Job) string {
 			if s := job.Spec.ActiveDeadlineSeconds; s != nil {
 				deadline = fmt.Sprintf("its deadline of %s", time.Duration(*s)*time.Second)
 			}
+			if job.Status.Failed == 0 && job.Status.Succeeded == 0 {
+				return fmt.Sprintf("import Job %s was stopped at %s (--import-deadline) without a pod ever running: the Job controller "+
+					"could not create one; its events say why (kubectl -n %s describe job %s)", job.Name, deadline, job.Namespace, job.Name)
+			}
 			return fmt.Sprintf("import Job %s was stopped at %s (--import-deadline): the upload to the host was too slow", job.Name, deadline)
 		}
 	}
 	return "import Job " + job.Name + " failed"
+}
+
+// byHandNote is what the zone of a failed import adds: the command that repeats what job ran,
+// its own arguments, so a by-hand run writes the same volume (--volume-name) and verifies the
+// same digests (--checksum, --extent-digest) as the Job (docs/guides/libvirt-provider.md,
+// "Running an import by hand"). Its --source is the artifact's path inside the Job's pod; by
+// hand it is that file of the artifacts PVC.
+func byHandNote(job *batchv1.Job) string {
+	pod := job.Spec.Template.Spec
+	if len(pod.Containers) == 0 {
+		return ""
+	}
+	args := pod.Containers[0].Args
+	var source, pvc string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--source" {
+			source = args[i+1]
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			pvc = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	note := "; to repeat it by hand: banlieue " + strings.Join(quoted, " ")
+	if source != "" && pvc != "" {
+		note += fmt.Sprintf(" (--source %s is file %s of PVC %s/%s)", shellQuote(source),
+			strings.TrimPrefix(source, artifactsMount+"/"), job.Namespace, pvc)
+	}
+	return note
+}
+
+// plainWord is an argument a POSIX shell takes as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:=@+,-]+$`)
+
+// shellQuote is a as one word of a POSIX shell command line.
+func shellQuote(a string) string {
+	if plainWord.MatchString(a) {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
