@@ -59,7 +59,8 @@ type MachineAddress struct {
 
 // InitializationStatus follows the Cluster API v1beta2 infrastructure contract.
 type InitializationStatus struct {
-	// provisioned is true once the machine's infrastructure is up (for libvirt: the domain runs).
+	// provisioned is true once the machine's infrastructure is as its spec asks (for libvirt: the
+	// domain is defined with its disks, and runs, or is off when desiredPowerState asks it off).
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
 }

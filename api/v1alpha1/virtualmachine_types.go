@@ -221,9 +221,10 @@ type InfrastructureReference struct {
 }
 
 // VirtualMachinePhase is a one-word summary of a VM, for `kubectl get` and the
-// banlieue_virtualmachines metric: the first that applies of Deleting, Paused, Ready,
-// Provisioning (scheduled, not Ready yet) and Pending (not scheduled).
-// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Paused;Deleting
+// banlieue_virtualmachines metric: the first that applies of Deleting, Paused, Ready, Stopped
+// and Suspended (provisioned and off, or suspended, as desiredPowerState asks), Provisioning
+// (scheduled, not yet as its spec asks) and Pending (not scheduled).
+// +kubebuilder:validation:Enum=Pending;Provisioning;Ready;Stopped;Suspended;Paused;Deleting
 type VirtualMachinePhase string
 
 // VM phases, in the order they are derived.
@@ -231,6 +232,8 @@ const (
 	VMPhaseDeleting     VirtualMachinePhase = "Deleting"
 	VMPhasePaused       VirtualMachinePhase = "Paused"
 	VMPhaseReady        VirtualMachinePhase = "Ready"
+	VMPhaseStopped      VirtualMachinePhase = "Stopped"
+	VMPhaseSuspended    VirtualMachinePhase = "Suspended"
 	VMPhaseProvisioning VirtualMachinePhase = "Provisioning"
 	VMPhasePending      VirtualMachinePhase = "Pending"
 )
@@ -238,8 +241,11 @@ const (
 // VirtualMachineStatus is the VM's placement and the mirrored machine status.
 type VirtualMachineStatus struct {
 	// phase summarises the VM in one word: Pending (not scheduled), Provisioning (scheduled,
-	// not Ready yet), Ready, Paused (spec.paused: banlieue leaves the VM alone) or Deleting.
-	// The conditions say why.
+	// not yet as its spec asks), Ready (running), Stopped (its machine is provisioned and off,
+	// as desiredPowerState PoweredOff, or Suspended of a VM that was off, asks), Suspended
+	// (suspended as desiredPowerState asks), Paused (spec.paused: banlieue leaves the VM alone)
+	// or Deleting. Ready stays False for a Stopped or Suspended VM: it means running. The
+	// conditions say why.
 	// +optional
 	Phase VirtualMachinePhase `json:"phase,omitempty"`
 	// scheduled is the placement decision.

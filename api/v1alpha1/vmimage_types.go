@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,16 +20,23 @@ const (
 	SourceURL ImageSourceKind = "Url"
 )
 
-// InstallMode says whether a VM boots the image as is or installs itself from it.
-// +kubebuilder:validation:Enum=immediate;deferred;manual
+// InstallMode says whether a VM boots the image as is or installs itself from it. Each mode is
+// accepted in lower case and capitalised (`immediate` or `Immediate`), the user guide's spelling;
+// it is stored as written and read through Canonical (docs/decisions.md, "installMode casing").
+// +kubebuilder:validation:Enum=immediate;deferred;manual;Immediate;Deferred;Manual
 type InstallMode string
 
-// Install modes.
+// Install modes, in their canonical (lower-case) spelling.
 const (
 	InstallImmediate InstallMode = "immediate"
 	InstallDeferred  InstallMode = "deferred"
 	InstallManual    InstallMode = "manual"
 )
+
+// Canonical is the mode in lower case, the spelling the constants use: Immediate is immediate.
+func (m InstallMode) Canonical() InstallMode {
+	return InstallMode(strings.ToLower(string(m)))
+}
 
 // VMImageSpec describes a guest image and where each provider class finds it.
 type VMImageSpec struct {
@@ -96,7 +105,8 @@ type ImageSource struct {
 // VMImageTemplate holds how VMs consume the image.
 type VMImageTemplate struct {
 	// installMode: immediate boots a copy-on-write overlay of the image; deferred and manual boot
-	// an empty disk with the image as install media.
+	// an empty disk with the image as install media. Immediate, Deferred and Manual are the same
+	// modes.
 	// +optional
 	// +kubebuilder:default=immediate
 	InstallMode InstallMode `json:"installMode,omitempty"`

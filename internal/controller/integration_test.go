@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +41,8 @@ const (
 
 type suite struct {
 	c client.Client
+	// cfg reaches the API server beside the client, for what the client cannot ask (tables).
+	cfg *rest.Config
 	// recorder is the manager's, for the passes a test runs itself (expectRequeue).
 	recorder events.EventRecorder
 }
@@ -55,7 +58,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 	}
 	testenv.StartManager(t, mgr)
 
-	s := &suite{c: env.Client, recorder: mgr.GetEventRecorder("banlieue-controller")}
+	s := &suite{c: env.Client, cfg: env.Config, recorder: mgr.GetEventRecorder("banlieue-controller")}
 	s.create(ctx, t, guideClass("small", false))
 	s.create(ctx, t, guideClass("small-tpm", true))
 
@@ -70,6 +73,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("k a user's Secret under the per-machine name is a conflict", func(t *testing.T) { t.Parallel(); s.testUserDataConflict(ctx, t) })
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
 		t.Run("l one event per transition, none for a pass that changes nothing", func(t *testing.T) { t.Parallel(); s.testEvents(ctx, t) })
+		t.Run("m a VM created powered off reads Stopped; suspended, Suspended", func(t *testing.T) { t.Parallel(); s.testPowerPhases(ctx, t) })
 		t.Run("j a 1 MiB image-row message reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
 			s.testHugeConditionMessage(ctx, t)

@@ -152,6 +152,24 @@ func TestBuildLibvirtMachineFields(t *testing.T) {
 			},
 		},
 		{
+			name:  "Deferred, the guide's casing, boots install media",
+			image: func(i *banlieuev1.VMImage) { i.Spec.Template.InstallMode = "Deferred" },
+			check: func(t *testing.T, m *infrav1.LibvirtMachine) {
+				if m.Spec.BootSource.Kind != infrav1.BootInstallMedia {
+					t.Errorf("boot kind = %s", m.Spec.BootSource.Kind)
+				}
+			},
+		},
+		{
+			name:  "Immediate, the guide's casing, boots a backing volume",
+			image: func(i *banlieuev1.VMImage) { i.Spec.Template.InstallMode = "Immediate" },
+			check: func(t *testing.T, m *infrav1.LibvirtMachine) {
+				if m.Spec.BootSource.Kind != infrav1.BootBackingVolume {
+					t.Errorf("boot kind = %s", m.Spec.BootSource.Kind)
+				}
+			},
+		},
+		{
 			name:  "template-less image boots a backing volume",
 			image: func(i *banlieuev1.VMImage) { i.Spec.Template = nil },
 			check: func(t *testing.T, m *infrav1.LibvirtMachine) {

@@ -6,12 +6,13 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// installMode is the image's install mode; an image without a template boots as is.
+// installMode is the image's install mode in its canonical spelling; an image without a template
+// boots as is.
 func installMode(image *banlieuev1.VMImage) banlieuev1.InstallMode {
 	if image.Spec.Template == nil || image.Spec.Template.InstallMode == "" {
 		return banlieuev1.InstallImmediate
 	}
-	return image.Spec.Template.InstallMode
+	return image.Spec.Template.InstallMode.Canonical()
 }
 
 // imageClassMismatch explains why class and image cannot be paired (docs/guides/libvirt-provider.md, "7. Run a VM"), or

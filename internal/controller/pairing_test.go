@@ -27,6 +27,9 @@ func TestImageClassMismatch(t *testing.T) {
 		{"tpm + empty mode", tpm, withMode(""), true},
 		{"tpm + deferred", tpm, withMode(banlieuev1.InstallDeferred), false},
 		{"tpm + manual", tpm, withMode(banlieuev1.InstallManual), false},
+		{"tpm + Immediate (the guide's casing)", tpm, withMode("Immediate"), true},
+		{"tpm + Deferred (the guide's casing)", tpm, withMode("Deferred"), false},
+		{"tpm + Manual (the guide's casing)", tpm, withMode("Manual"), false},
 		{"no tpm + immediate", testClass(), withMode(banlieuev1.InstallImmediate), false},
 		{"no tpm + no template", testClass(), noTemplate, false},
 	}

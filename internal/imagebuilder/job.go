@@ -10,11 +10,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/imagebuilder/build"
+	"banlieue.io/banlieue/internal/imagejob"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 	"banlieue.io/banlieue/internal/naming"
@@ -29,10 +28,7 @@ const (
 
 	appName = "banlieue"
 	// ArtifactsMount is where the artifacts PVC appears in the build pod.
-	ArtifactsMount = "/artifacts"
-	// nonRootUID is the distroless "nonroot" user the image ships; also the fsGroup, so the
-	// non-root build can write to a freshly provisioned PVC.
-	nonRootUID = 65532
+	ArtifactsMount = imagejob.ArtifactsMount
 	// caMount is where the ConfigMap of --build-ca-configmap appears in the build pod. Go's
 	// crypto/x509 reads every file of SSL_CERT_DIR beside the image's bundle file
 	// (/etc/ssl/certs/ca-certificates.crt), so the image's roots stay trusted.
@@ -147,8 +143,9 @@ func jobLabels(img *banlieuev1.VMImage) map[string]string {
 	}
 }
 
-// buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host", with the import Job's security posture: it passes
-// the build namespace's `restricted` audit and warn levels.
+// buildJob is the build Job of docs/guides/libvirt-provider.md, "6. Get an image onto the host",
+// built as the import Jobs are (internal/imagejob): it passes the build namespace's `restricted`
+// audit and warn levels.
 func buildJob(s jobSpec) *batchv1.Job {
 	labels := jobLabels(s.Image)
 	// No --from: the source comes from the build Secret (sourceEnv).
@@ -171,72 +168,29 @@ func buildJob(s jobSpec) *batchv1.Job {
 		args = append(args, "--architecture", s.Image.Spec.Architecture)
 	}
 	args = append(args, s.Limits.Args()...)
-	job := &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        BuildJobName(s.Image.Name),
-			Namespace:   s.Namespace,
-			Labels:      labels,
-			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: banlieuev1.GroupVersion.String(),
-				Kind:       "VMImage",
-				Name:       s.Image.Name,
-				UID:        s.Image.UID,
-				// Controller lets Owns() map the Job back to its VMImage; blockOwnerDeletion is
-				// left unset because it needs an update grant on vmimages/finalizers.
-				Controller: ptr.To(true),
-			}},
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To[int32](buildBackoffLimit),
-			// The deadline covers the retries: a source that trickles keeps no build forever.
-			ActiveDeadlineSeconds: s.Bounds.ActiveDeadlineSeconds(),
-			// No ttlSecondsAfterFinished: the finished Job (and its pod's termination message)
-			// is the record of the artifact; a collected Job would be rebuilt.
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					// The build talks to image servers, never to the API server.
-					AutomountServiceAccountToken: ptr.To(false),
-					NodeSelector:                 s.NodeSelector,
-					Tolerations:                  s.Tolerations,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](nonRootUID),
-						FSGroup:        ptr.To[int64](nonRootUID),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  "build",
-						Image: s.ContainerImage,
-						Args:  args,
-						Env:   []corev1.EnvVar{sourceEnv(s.Image.Name), s.Bounds.GoMemLimit()},
-						// The memory limit covers the decoders' caps (MinBuildMemory).
-						Resources: s.Bounds.Resources(),
-						// The build writes its JSON result (or its error) to the termination log;
-						// a crash before that still leaves the tail of its output.
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:             []corev1.VolumeMount{{Name: "artifacts", MountPath: ArtifactsMount}},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-					Volumes: []corev1.Volume{{
-						Name: "artifacts",
-						VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-							ClaimName: s.PVC,
-						}},
-					}},
-				},
-			},
-		},
-	}
+	job := imagejob.New(imagejob.Spec{
+		Name:        BuildJobName(s.Image.Name),
+		Namespace:   s.Namespace,
+		Labels:      labels,
+		Annotations: annotations,
+		Owner:       s.Image,
+		// No TTLAfterFinished: the finished Job (and its pod's termination message) is the
+		// record of the artifact; a collected Job would be rebuilt.
+		BackoffLimit: buildBackoffLimit,
+		Container:    "build",
+		Image:        s.ContainerImage,
+		Args:         args,
+		Env:          []corev1.EnvVar{sourceEnv(s.Image.Name)},
+		Bounds:       s.Bounds,
+		Pull:         s.Pull,
+		// The build talks to image servers, never to the API server.
+		NoAPIToken:   true,
+		NodeSelector: s.NodeSelector,
+		Tolerations:  s.Tolerations,
+		PVC:          s.PVC,
+		Writes:       true,
+	})
 	pod := &job.Spec.Template.Spec
-	s.Pull.Apply(pod)
 	if s.CAConfigMap != "" {
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "source-ca", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.CAConfigMap}},

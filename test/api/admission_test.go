@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,6 +119,15 @@ func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if got, _, _ := unstructured.NestedString(vm.Object, "spec", "powerOffTimeout"); got != "2m" {
 		t.Errorf("powerOffTimeout default: got %q, want 2m", got)
 	}
+	// installMode in the user guide's casing is the same mode (docs/decisions.md, "installMode casing").
+	for i, mode := range []string{"Immediate", "Deferred", "Manual", "immediate", "deferred", "manual"} {
+		img := parse(validVMImage)
+		img.SetName(fmt.Sprintf("install-mode-%d", i))
+		set(img, "spec.template", map[string]any{"installMode": mode})
+		if err := env.Client.Create(ctx, img); err != nil {
+			t.Errorf("VMImage with installMode %s rejected: %v", mode, err)
+		}
+	}
 	pool := parse(validPool)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
 		t.Fatal(err)
@@ -194,6 +204,7 @@ func invalidCases() []invalidCase {
 			})
 		}, []string{"spec.sources[1]: Duplicate value"}},
 		{"image bad installMode", validVMImage, setTo("spec.template", map[string]any{"installMode": "later"}), []string{"spec.template.installMode: Unsupported value"}},
+		{"image installMode in capitals", validVMImage, setTo("spec.template", map[string]any{"installMode": "IMMEDIATE"}), []string{"spec.template.installMode: Unsupported value"}},
 		// VMClass
 		{"class zero cpus", validVMClass, setTo("spec.hardware.cpus", int64(0)), []string{"spec.hardware.cpus"}},
 		{"class 257 cpus", validVMClass, setTo("spec.hardware.cpus", int64(257)), []string{"spec.hardware.cpus"}},

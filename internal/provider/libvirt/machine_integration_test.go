@@ -54,6 +54,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	s.createImage(ctx, t, s.pool+"-vanished", "missing.raw")
 
 	t.Run("a machine becomes a running domain with its seed", func(t *testing.T) { s.testRealise(ctx, t) })
+	t.Run("a machine created powered off is defined, provisioned and says so", func(t *testing.T) { s.testCreatedOff(ctx, t) })
 	t.Run("the same name in two namespaces makes two domains", func(t *testing.T) { s.testTwoNamespaces(ctx, t) })
 	t.Run("a namespace the Provider admits by label runs on it; before the label, nothing reaches the host", func(t *testing.T) { s.testSharedProvider(ctx, t) })
 	t.Run("a shared Provider's machine of another namespace gets its user-data seed", func(t *testing.T) { s.testSharedProviderUserData(ctx, t) })

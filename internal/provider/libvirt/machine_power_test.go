@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
@@ -148,6 +149,41 @@ func TestReadyOfPower(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, msg := readyOf(tc.m, tc.obs); got != tc.want {
 				t.Errorf("readyOf = %s (%q), want %s", got, msg, tc.want)
+			}
+		})
+	}
+}
+
+// A machine is provisioned once its domain is in a power state its spec accepts: a machine
+// created powered off is, and says so on Ready (docs/adr/0147-phases-of-a-vm-as-its-spec-asks.md).
+func TestProvisionedAndReadyOfAnOffMachine(t *testing.T) {
+	for _, tc := range []struct {
+		desired     banlieuev1.PowerState
+		state       libvirt.DomainState
+		provisioned bool
+		msg         string
+	}{
+		{banlieuev1.PoweredOn, libvirt.DomainRunning, true, "domain is defined and running"},
+		{banlieuev1.PoweredOn, libvirt.DomainShutOff, false, "domain is defined but ShutOff"},
+		{banlieuev1.PoweredOn, libvirt.DomainCrashed, false, "domain is defined but Crashed"},
+		{"", libvirt.DomainShutOff, false, "domain is defined but ShutOff"},
+		{banlieuev1.PoweredOff, libvirt.DomainShutOff, true, "domain is defined and off (ShutOff), as spec.desiredPowerState PoweredOff asks"},
+		{banlieuev1.Suspended, libvirt.DomainShutOff, true, "domain is defined and off (ShutOff), as spec.desiredPowerState Suspended asks"},
+		{banlieuev1.Suspended, libvirt.DomainPaused, true, "domain is suspended, as spec.desiredPowerState asks"},
+	} {
+		t.Run(string(tc.desired)+"/"+tc.state.String(), func(t *testing.T) {
+			m := &infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{DesiredPowerState: tc.desired}}
+			obs := observation{state: tc.state, power: powerOutcome{state: tc.state}}
+			st := succeededStatus(m, obs)
+			if got := st.Initialization.Provisioned; got == nil || *got != tc.provisioned {
+				t.Errorf("provisioned = %v, want %v", got, tc.provisioned)
+			}
+			ready := meta.FindStatusCondition(st.Conditions, banlieuev1.ConditionReady)
+			if ready == nil || ready.Message != tc.msg {
+				t.Fatalf("Ready = %+v, want message %q", ready, tc.msg)
+			}
+			if want := tc.state == libvirt.DomainRunning; (ready.Status == metav1.ConditionTrue) != want {
+				t.Errorf("Ready %s, want True only when running", ready.Status)
 			}
 		})
 	}

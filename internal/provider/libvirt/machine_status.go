@@ -19,8 +19,7 @@ import (
 // from the existing status so sticky fields and other conditions survive.
 func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.LibvirtMachineStatus {
 	st := *m.Status.DeepCopy()
-	running := isRunning(obs.state)
-	st.Initialization = &banlieuev1.InitializationStatus{Provisioned: ptr.To(running)}
+	st.Initialization = &banlieuev1.InitializationStatus{Provisioned: ptr.To(provisioned(m, obs.state))}
 	st.DomainUUID = obs.domain.UUID.String()
 	st.ObservedPowerState = powerState(obs.state)
 	st.Addresses = nil
@@ -103,7 +102,24 @@ func readyOf(m *infrav1.LibvirtMachine, obs observation) (string, string) {
 		}
 		return infrav1.ReasonDomainRunning, msg
 	}
+	if offAsAsked(m) {
+		return infrav1.ReasonDomainNotRunning, fmt.Sprintf("domain is defined and off (%s), as spec.desiredPowerState %s asks", obs.state, m.Spec.DesiredPowerState)
+	}
 	return infrav1.ReasonDomainNotRunning, "domain is defined but " + obs.state.String()
+}
+
+// provisioned is status.initialization.provisioned after a converge pass: the domain is
+// defined with its disks and in a power state its spec accepts, running (or suspended) or off
+// when asked to be off. A VM created powered off is provisioned as soon as it is defined
+// (docs/adr/0147-phases-of-a-vm-as-its-spec-asks.md).
+func provisioned(m *infrav1.LibvirtMachine, state libvirt.DomainState) bool {
+	return isRunning(state) || offAsAsked(m)
+}
+
+// offAsAsked says the spec accepts a domain that is off: PoweredOff, or Suspended, which never
+// starts a domain that is off only to pause it.
+func offAsAsked(m *infrav1.LibvirtMachine) bool {
+	return m.Spec.DesiredPowerState == banlieuev1.PoweredOff || m.Spec.DesiredPowerState == banlieuev1.Suspended
 }
 
 // failedStatus keeps every observed field and reports the error on Ready: a name conflict, or a

@@ -47,7 +47,11 @@ func TestImportAccountFallbackOnTheRealNode(t *testing.T) {
 	row := s.waitRow(ctx, t, img.Name, "lab", func(r banlieuev1.ProviderImageStatus) bool {
 		return len(r.Zones) == 1 && r.Zones[0].Reason == banlieuev1.ReasonImportFailed
 	})
-	if want := "import Job " + jobName + " failed" + note; row.Ready || row.Zones[0].Message != want {
+	var failed batchv1.Job
+	if err := s.env.Client.Get(ctx, client.ObjectKey{Namespace: buildNamespace, Name: jobName}, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if want := "import Job " + jobName + " failed" + note + byHandNote(&failed); row.Ready || row.Zones[0].Message != want {
 		t.Fatalf("zone %+v, want ImportFailed %q", row.Zones[0], want)
 	}
 	var pods corev1.PodList

@@ -70,6 +70,26 @@ func TestImportZoneAdoptsOnlyVerifiedJobs(t *testing.T) {
 		}
 	})
 
+	t.Run("its own Job failed: the zone prints the command that repeats it", func(t *testing.T) {
+		job, err := get(ImportJobName(img.Name, p.Namespace, p.Name, "own"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the Job controller writes first when it gives a Job up.
+		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue,
+			Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: metav1.Now()}}
+		if err := env.Client.Status().Update(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		want := "import Job " + job.Name + " failed; to repeat it by hand: banlieue provider libvirt import --vmimage kairos " +
+			"--provider host-a --provider-namespace banlieue-system --pool own --source /artifacts/kairos.raw " +
+			"--volume-name kairos-abababababababab.raw --checksum sha256:" + strings.Repeat("ab", 32) +
+			" (--source /artifacts/kairos.raw is file kairos.raw of PVC banlieue-imagebuild/banlieue-artifacts)"
+		if z := zone("own"); z.Reason != banlieuev1.ReasonImportFailed || z.Message != want {
+			t.Errorf("zone %+v,\nwant ImportFailed %q", z, want)
+		}
+	})
+
 	// A squatter: banlieue's Job for pool "squatted", with everything copied, but run as the
 	// import account of another Provider, which could read that Provider's key.
 	squat := r.importJob(img, p, "squatted", r.ImportServiceAccount)

@@ -3,14 +3,16 @@ package image
 import (
 	"fmt"
 	"path"
+	"regexp"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/imagejob"
 	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/jobimage"
 )
@@ -19,9 +21,7 @@ import (
 const (
 	appName         = "banlieue"
 	importComponent = "libvirt-import"
-	artifactsMount  = "/artifacts"
-	// nonRootUID is the distroless "nonroot" user the image ships.
-	nonRootUID = 65532
+	artifactsMount  = imagejob.ArtifactsMount
 	// finishedTTL keeps a finished Job (and its logs) for a day, long enough to read why an
 	// import failed, short enough that old Jobs do not pile up.
 	finishedTTL = 86400
@@ -67,74 +67,30 @@ func importJob(s importJobSpec) *batchv1.Job {
 		// built before the builder published it is verified by its sha256 alone.
 		args = append(args, "--extent-digest", artifact.ExtentDigest)
 	}
-	job := &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      ImportJobName(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool),
-			Namespace: s.Namespace,
-			Labels:    labels,
-			Annotations: map[string]string{
-				banlieuev1.AnnotationArtifactChecksum: artifact.Checksum,
-				banlieuev1.AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
-				banlieuev1.AnnotationImportIdentity:   importIdentity(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool, artifact.Checksum),
-			},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: banlieuev1.GroupVersion.String(),
-				Kind:       "VMImage",
-				Name:       s.Image.Name,
-				UID:        s.Image.UID,
-				// Controller lets the VMImage's controller watch its Jobs; blockOwnerDeletion
-				// is left unset because it needs an update grant on vmimages/finalizers.
-				Controller: ptr.To(true),
-			}},
+	return imagejob.New(imagejob.Spec{
+		Name:      ImportJobName(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool),
+		Namespace: s.Namespace,
+		Labels:    labels,
+		Annotations: map[string]string{
+			banlieuev1.AnnotationArtifactChecksum: artifact.Checksum,
+			banlieuev1.AnnotationProvider:         s.Provider.Namespace + "/" + s.Provider.Name,
+			banlieuev1.AnnotationImportIdentity:   importIdentity(s.Image.Name, s.Provider.Namespace, s.Provider.Name, s.Pool, artifact.Checksum),
 		},
-		Spec: batchv1.JobSpec{
-			// One retry: a partial upload can only be redone from the start, and the import
-			// is idempotent, so a second attempt finishes what the first left; more would
-			// only hammer the host.
-			BackoffLimit:            ptr.To[int32](1),
-			TTLSecondsAfterFinished: ptr.To[int32](finishedTTL),
-			// The deadline covers the retry: a host that stops reading keeps no import forever.
-			ActiveDeadlineSeconds: s.Bounds.ActiveDeadlineSeconds(),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:      corev1.RestartPolicyNever,
-					ServiceAccountName: s.ServiceAccount,
-					Tolerations:        s.Tolerations,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](nonRootUID),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  "import",
-						Image: s.ContainerImage,
-						Args:  args,
-						Env:   []corev1.EnvVar{s.Bounds.GoMemLimit()},
-						// The import streams through fixed buffers (jobbounds.DefaultImport).
-						Resources: s.Bounds.Resources(),
-						VolumeMounts: []corev1.VolumeMount{{
-							Name: "artifacts", MountPath: artifactsMount, ReadOnly: true,
-						}},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-					Volumes: []corev1.Volume{{
-						Name: "artifacts",
-						VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-							ClaimName: artifact.PVCRef.Name, ReadOnly: true,
-						}},
-					}},
-				},
-			},
-		},
-	}
-	s.Pull.Apply(&job.Spec.Template.Spec)
-	return job
+		Owner: s.Image,
+		// One retry: a partial upload can only be redone from the start, and the import is
+		// idempotent, so a second attempt finishes what the first left; more would only hammer
+		// the host.
+		BackoffLimit:     1,
+		TTLAfterFinished: ptr.To[int32](finishedTTL),
+		Container:        "import",
+		Image:            s.ContainerImage,
+		Args:             args,
+		Bounds:           s.Bounds,
+		Pull:             s.Pull,
+		ServiceAccount:   s.ServiceAccount,
+		Tolerations:      s.Tolerations,
+		PVC:              artifact.PVCRef.Name,
+	})
 }
 
 // artifactPath is where the artifact appears inside the import pod. Cleaning it as an absolute
@@ -171,7 +127,10 @@ func jobFailed(job *batchv1.Job) bool {
 }
 
 // failedMessage is the zone's message for a failed import Job. A Job stopped at its deadline
-// says so: its killed pod's log tells nothing of why.
+// says so: its killed pod's log tells nothing of why. The Job controller counts the pods it
+// kills at the deadline as failed, so a Job stopped with no pod counted never had one: the Job
+// controller could not create it (a missing ServiceAccount, a quota, an admission refusal),
+// which only the Job's events tell.
 func failedMessage(job *batchv1.Job) string {
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
@@ -179,8 +138,57 @@ func failedMessage(job *batchv1.Job) string {
 			if s := job.Spec.ActiveDeadlineSeconds; s != nil {
 				deadline = fmt.Sprintf("its deadline of %s", time.Duration(*s)*time.Second)
 			}
+			if job.Status.Failed == 0 && job.Status.Succeeded == 0 {
+				return fmt.Sprintf("import Job %s was stopped at %s (--import-deadline) without a pod ever running: the Job controller "+
+					"could not create one; its events say why (kubectl -n %s describe job %s)", job.Name, deadline, job.Namespace, job.Name)
+			}
 			return fmt.Sprintf("import Job %s was stopped at %s (--import-deadline): the upload to the host was too slow", job.Name, deadline)
 		}
 	}
 	return "import Job " + job.Name + " failed"
+}
+
+// byHandNote is what the zone of a failed import adds: the command that repeats what job ran,
+// its own arguments, so a by-hand run writes the same volume (--volume-name) and verifies the
+// same digests (--checksum, --extent-digest) as the Job (docs/guides/libvirt-provider.md,
+// "Running an import by hand"). Its --source is the artifact's path inside the Job's pod; by
+// hand it is that file of the artifacts PVC.
+func byHandNote(job *batchv1.Job) string {
+	pod := job.Spec.Template.Spec
+	if len(pod.Containers) == 0 {
+		return ""
+	}
+	args := pod.Containers[0].Args
+	var source, pvc string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--source" {
+			source = args[i+1]
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			pvc = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	note := "; to repeat it by hand: banlieue " + strings.Join(quoted, " ")
+	if source != "" && pvc != "" {
+		note += fmt.Sprintf(" (--source %s is file %s of PVC %s/%s)", shellQuote(source),
+			strings.TrimPrefix(source, artifactsMount+"/"), job.Namespace, pvc)
+	}
+	return note
+}
+
+// plainWord is an argument a POSIX shell takes as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:=@+,-]+$`)
+
+// shellQuote is a as one word of a POSIX shell command line.
+func shellQuote(a string) string {
+	if plainWord.MatchString(a) {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }

@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -218,7 +219,8 @@ func TestImportJobBounds(t *testing.T) {
 	}
 }
 
-// TestImportFailedMessage: a Job stopped at its deadline names the deadline and its flag.
+// TestImportFailedMessage: a Job stopped at its deadline names the deadline and its flag, and
+// whether it ever had a pod.
 func TestImportFailedMessage(t *testing.T) {
 	deadline := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-x"}, Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](3600)},
 		Status: batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
@@ -226,12 +228,17 @@ func TestImportFailedMessage(t *testing.T) {
 	backoff := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "import-y"},
 		Status: batchv1.JobStatus{Failed: 2, Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
 			Reason: batchv1.JobReasonBackoffLimitExceeded}}}}
+	// A Job the Job controller could not create a pod for (its ServiceAccount missing, say).
+	podless := deadline.DeepCopy()
+	podless.Namespace, podless.Name, podless.Status.Failed = "banlieue-imagebuild", "import-z", 0
 	for _, tt := range []struct {
 		job  *batchv1.Job
 		want string
 	}{
 		{deadline, "import Job import-x was stopped at its deadline of 1h0m0s (--import-deadline): the upload to the host was too slow"},
 		{backoff, "import Job import-y failed"},
+		{podless, "import Job import-z was stopped at its deadline of 1h0m0s (--import-deadline) without a pod ever running: " +
+			"the Job controller could not create one; its events say why (kubectl -n banlieue-imagebuild describe job import-z)"},
 	} {
 		if z := jobZone("p", tt.job); z.Message != tt.want || z.Reason != banlieuev1.ReasonImportFailed {
 			t.Errorf("zone %+v, want ImportFailed %q", z, tt.want)
@@ -266,5 +273,40 @@ func TestImportJobPull(t *testing.T) {
 		Pull: jobimage.Pull{Policy: corev1.PullNever, Secrets: []string{"regcred"}}}).Spec.Template.Spec
 	if pod.Containers[0].ImagePullPolicy != corev1.PullNever || !slices.Equal(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
 		t.Errorf("pull policy %q, secrets %v; want Never and regcred", pod.Containers[0].ImagePullPolicy, pod.ImagePullSecrets)
+	}
+}
+
+// The command a failed import's zone prints is the Job's own: same volume, same digests, and a
+// shell reading it gets the Job's arguments back word for word.
+func TestByHandNoteRepeatsTheJob(t *testing.T) {
+	sum := "sha256:" + strings.Repeat("ab", 32)
+	img := &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "kairos", UID: "u1"}}
+	img.Status.BuildArtifact = &banlieuev1.BuildArtifact{Phase: banlieuev1.BuildReady, File: "kairos.raw", Checksum: sum,
+		ExtentDigest: "extents-sha256:" + strings.Repeat("cd", 32), PVCRef: &banlieuev1.LocalObjectReference{Name: "banlieue-artifacts"}}
+	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-7", Namespace: "banlieue-system"}}
+	for _, pool := range []string{"lab", "it's a pool"} {
+		job := importJob(importJobSpec{Image: img, Provider: p, Pool: pool, Volume: artifactVolume(img), Namespace: "banlieue-imagebuild",
+			ContainerImage: "banlieue:v1", ServiceAccount: "host-7-import"})
+		note := byHandNote(job)
+		const prefix = "; to repeat it by hand: banlieue "
+		cmd, tail, ok := strings.Cut(strings.TrimPrefix(note, prefix), " (--source ")
+		if !strings.HasPrefix(note, prefix) || !ok {
+			t.Fatalf("note %q", note)
+		}
+		if want := "/artifacts/kairos.raw is file kairos.raw of PVC banlieue-imagebuild/banlieue-artifacts)"; tail != want {
+			t.Errorf("source %q, want %q", tail, want)
+		}
+		out, err := exec.Command("sh", "-c", "set -- "+cmd+`; for a in "$@"; do printf '%s\n' "$a"; done`).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); !slices.Equal(got, job.Spec.Template.Spec.Containers[0].Args) {
+			t.Errorf("pool %q: the shell reads %q, want the Job's %q", pool, got, job.Spec.Template.Spec.Containers[0].Args)
+		}
+		for _, want := range []string{"--volume-name " + artifactVolume(img), "--checksum " + sum, "--extent-digest extents-sha256:"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("command %q lacks %q", cmd, want)
+			}
+		}
 	}
 }

@@ -328,6 +328,9 @@ func (r *Reconciler) importZone(ctx context.Context, img *banlieuev1.VMImage, p 
 	if !z.Ready {
 		z.Message += fallbackNote(r.BuildNamespace, r.ImportServiceAccount, job.Spec.Template.Spec.ServiceAccountName)
 	}
+	if z.Reason == banlieuev1.ReasonImportFailed {
+		z.Message += byHandNote(&job)
+	}
 	return z, nil
 }
 
