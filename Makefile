@@ -26,7 +26,7 @@ manifests: ## CRDs and one ClusterRole per role, from the API types and rbac mar
 	  cp config/rbac/$$role/role.yaml charts/banlieue/files/rbac/$$role.yaml; \
 	done
 	cp config/crd/bases/*.yaml charts/banlieue/files/crds/
-	cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/
+	cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml config/admission/controller-secrets.yaml config/admission/operator-workloads.yaml charts/banlieue/files/admission/
 
 .PHONY: docs
 docs: ## The API reference (docs/reference/api.md) from the generated CRDs, and the chart README's values table.

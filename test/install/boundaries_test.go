@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -174,15 +175,33 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 	t.Run("controller RBAC", func(t *testing.T) {
 		ctrl := c.as(t, rolesNS, "banlieue-controller")
 		testenv.Allowed(t, "controller lists VirtualMachines", ctrl.List(ctx, &banlieuev1.VirtualMachineList{}))
-		testenv.Allowed(t, "controller creates a LibvirtMachine", ctrl.Create(ctx, libvirtMachine(t)))
+		machine := libvirtMachine(t)
+		testenv.Allowed(t, "controller creates a LibvirtMachine", ctrl.Create(ctx, machine))
 		testenv.Forbidden(t, "controller creates a Deployment", ctrl.Create(ctx, deployment(tenantNS), client.DryRunAll))
 		testenv.Forbidden(t, "controller lists Secrets", ctrl.List(ctx, &corev1.SecretList{}))
 		testenv.Forbidden(t, "controller lists Secrets in a namespace", ctrl.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
-		// The per-machine user-data copies (ADR-0095): applied, read by name and deleted.
-		userData := corev1ac.Secret("userdata-probe", tenantNS).WithData(map[string][]byte{"user-data": []byte("#cloud-config\n")})
-		testenv.Allowed(t, "controller applies a user-data Secret", ctrl.Apply(ctx, userData, client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
+		// The per-machine user-data copies (ADR-0095), as banlieue-controller-secrets admits
+		// them: applied, read by name and deleted.
+		userData := func(name string) *corev1ac.SecretApplyConfiguration {
+			return corev1ac.Secret(name, tenantNS).
+				WithLabels(map[string]string{banlieuev1.LabelUserData: "machine", banlieuev1.LabelManagedBy: "banlieue-controller"}).
+				WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("infrastructure.banlieue.io/v1alpha1").
+					WithKind("LibvirtMachine").WithName(machine.GetName()).WithUID(machine.GetUID()).WithController(true)).
+				WithType(corev1.SecretTypeOpaque).
+				WithData(map[string][]byte{"user-data": []byte("#cloud-config\n")})
+		}
+		testenv.Allowed(t, "controller applies a user-data Secret", ctrl.Apply(ctx, userData("userdata-probe"), client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
 		testenv.Allowed(t, "controller gets a user-data Secret", ctrl.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "userdata-probe"}, &corev1.Secret{}))
 		testenv.Allowed(t, "controller deletes a user-data Secret", ctrl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "userdata-probe"}}))
+		// Any other Secret is refused at admission (the policy is installed and bound).
+		testenv.Forbidden(t, "controller applies an unlabelled Secret", ctrl.Apply(ctx, corev1ac.Secret("userdata-bare", tenantNS).
+			WithData(map[string][]byte{"k": []byte("v")}), client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
+		// A user's Secret under a per-machine name: neither deleted nor taken over.
+		if err := c.admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "userdata-theirs", Namespace: tenantNS}}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Forbidden(t, "controller deletes a Secret not its own", ctrl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "userdata-theirs"}}))
+		testenv.Forbidden(t, "controller takes a Secret over", ctrl.Apply(ctx, userData("userdata-theirs"), client.FieldOwner("banlieue.io/controller"), client.ForceOwnership))
 		// The controller owns (controller, blockOwnerDeletion) what it creates: LibvirtMachines
 		// of VirtualMachines, and the VirtualMachines of a pool.
 		vm := &unstructured.Unstructured{Object: map[string]any{
@@ -216,7 +235,14 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 
 	t.Run("operator RBAC", func(t *testing.T) {
 		op := c.as(t, rolesNS, "banlieue-operator")
-		testenv.Allowed(t, "operator creates a Deployment in a Provider namespace", op.Create(ctx, deployment(tenantNS)))
+		p := provider(t, ctx, c)
+		// The operator's params for the Provider's account, as it writes them before the
+		// Deployment (the install ships them empty: restored below).
+		setProviderAccounts(ctx, t, c, map[string]string{
+			tenantNS + "." + providerAccount + ".image": image, tenantNS + "." + providerAccount + ".provider": tenantNS + "/" + p.Name})
+		testenv.Allowed(t, "operator creates a provider Deployment in a Provider namespace", op.Create(ctx, providerDeployment(tenantNS)))
+		checkOperatorAdmission(ctx, t, c, op)
+		setProviderAccounts(ctx, t, c, nil)
 		// The shared provider ClusterRole is bindable (bind, by name); cluster-admin is not.
 		testenv.Allowed(t, "operator binds banlieue-provider-libvirt",
 			op.Create(ctx, clusterRoleBinding("banlieue-provider-libvirt"), client.DryRunAll))
@@ -231,11 +257,9 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		testenv.Allowed(t, "operator gets a Namespace", op.Get(ctx, client.ObjectKey{Name: tenantNS}, &corev1.Namespace{}))
 		testenv.Forbidden(t, "operator lists Namespaces", op.List(ctx, &corev1.NamespaceList{}))
 		// Its workload objects set blockOwnerDeletion on their Provider.
-		p := provider(t, ctx, c)
-		owned := deployment(tenantNS)
-		owned.Name = "owned"
-		owned.OwnerReferences = []metav1.OwnerReference{ownerRef("Provider", p)}
-		testenv.Allowed(t, "operator creates a Deployment owned by a Provider", createOwned(ctx, t, op, owned))
+		owned := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: providerAccount + "-owned", Namespace: tenantNS,
+			Labels: operatorLabels(), OwnerReferences: []metav1.OwnerReference{ownerRef("Provider", p)}}}
+		testenv.Allowed(t, "operator creates a ServiceAccount owned by a Provider", createOwned(ctx, t, op, owned))
 		testenv.Forbidden(t, "operator lists Secrets", op.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
 		// It holds the Job rights it grants only where it grants them: cluster-wide they would
 		// let it run a pod as any ServiceAccount of any namespace.

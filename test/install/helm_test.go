@@ -257,7 +257,7 @@ func TestChartCopiesInSync(t *testing.T) {
 	for _, role := range []string{"controller", "operator", "imagebuilder", "provider-libvirt"} {
 		pairs[filepath.Join(chartDir(), "files", "rbac", role+".yaml")] = filepath.Join(root, "config", "rbac", role, "role.yaml")
 	}
-	for _, f := range []string{"provider-accounts.yaml", "import-jobs.yaml", "provider-writes.yaml"} {
+	for _, f := range []string{"provider-accounts.yaml", "import-jobs.yaml", "provider-writes.yaml", "controller-secrets.yaml", "operator-workloads.yaml"} {
 		pairs[filepath.Join(chartDir(), "files", "admission", f)] = filepath.Join(root, "config", "admission", f)
 	}
 	stale := 0
@@ -278,7 +278,7 @@ func TestChartCopiesInSync(t *testing.T) {
 		t.Log(`refresh them with:
   cp config/crd/bases/*.yaml charts/banlieue/files/crds/
   for r in controller operator imagebuilder provider-libvirt; do cp config/rbac/$r/role.yaml charts/banlieue/files/rbac/$r.yaml; done
-  cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml charts/banlieue/files/admission/`)
+  cp config/admission/provider-accounts.yaml config/admission/import-jobs.yaml config/admission/provider-writes.yaml config/admission/controller-secrets.yaml config/admission/operator-workloads.yaml charts/banlieue/files/admission/`)
 	}
 }
 

@@ -257,10 +257,11 @@ func TestInstall(t *testing.T) {
 	})
 
 	// RBAC, by impersonating the installed ServiceAccounts.
-	t.Run("admission policies on provider accounts", func(t *testing.T) {
+	t.Run("admission policies on provider accounts, the controller and the operator", func(t *testing.T) {
 		// Their behaviour is TestImportJobAdmission's and TestProviderWritesAdmission's
 		// (internal/provider/libvirt/image); here: installed, bound, denying, with their params.
-		for _, name := range []string{"banlieue-import-jobs", "banlieue-provider-pods", "banlieue-provider-writes"} {
+		for _, name := range []string{"banlieue-import-jobs", "banlieue-provider-pods", "banlieue-provider-writes", "banlieue-controller-secrets",
+			"banlieue-operator-writes", "banlieue-operator-images"} {
 			var policy admissionregistrationv1.ValidatingAdmissionPolicy
 			testenv.Allowed(t, "ValidatingAdmissionPolicy "+name, c.admin.Get(ctx, client.ObjectKey{Name: name}, &policy))
 			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
@@ -456,9 +457,9 @@ func job(ns string) *batchv1.Job {
 
 func clusterRoleBinding(role string) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + role},
+		ObjectMeta: metav1.ObjectMeta{Name: providerAccount + "-" + role, Labels: operatorLabels()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-libvirt-p", Namespace: tenantNS}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: providerAccount, Namespace: tenantNS}},
 	}
 }
 
@@ -503,7 +504,7 @@ func buildRole(t *testing.T) *rbacv1.Role {
 		t.Fatal("examples/09 has no additionalRules")
 	}
 	return &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-build", Namespace: buildNS},
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-build", Namespace: buildNS, Labels: operatorLabels()},
 		Rules:      class.Spec.AdditionalRules,
 	}
 }
@@ -512,7 +513,7 @@ func buildRole(t *testing.T) *rbacv1.Role {
 // (internal/operator/userdata.go): get on the machines' per-machine Secrets, by name.
 func userDataRole() *rbacv1.Role {
 	return &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-userdata", Namespace: tenantNS},
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-userdata", Namespace: tenantNS, Labels: operatorLabels()},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"userdata-web-0123456789abcdef"}},
 		},
@@ -522,7 +523,7 @@ func userDataRole() *rbacv1.Role {
 // providerRole is the per-Provider Role of docs/guides/libvirt-provider.md, "5. What the operator creates for it" in the Provider's namespace.
 func providerRole() *rbacv1.Role {
 	return &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p", Namespace: tenantNS},
+		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p", Namespace: tenantNS, Labels: operatorLabels()},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"p-tls"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"p-ca"}},

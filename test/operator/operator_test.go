@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,6 +88,7 @@ func TestOperator(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: operatorS, Namespace: systemNs}}}
 		testenv.Forbidden(t, "operator binds cluster-admin", op.Create(ctx, crb))
+		testOperatorPinned(ctx, t, env, admin)
 	})
 	t.Run("a class edit rolls the Deployment", func(t *testing.T) { testClassEdit(ctx, t, admin, &p) })
 	t.Run("a paused class skips its Providers", func(t *testing.T) { testPaused(ctx, t, admin) })
@@ -103,6 +105,14 @@ func startInstalledOperator(ctx context.Context, t *testing.T, env *testenv.Env,
 	installClusterRole(ctx, t, admin, "config/rbac/operator/role.yaml")
 	bind(ctx, t, admin, "banlieue-operator", systemNs, operatorS)
 	installRoles(ctx, t, admin, "config/rbac/operator/role.yaml", systemNs, operatorS)
+	// The operator runs under the policies that pin its writes, as installed; they are in force
+	// (the API server has loaded them) before it writes anything.
+	testenv.InstallAdmission(ctx, t, admin, "operator-workloads.yaml")
+	op := as(t, env.Config, systemNs, operatorS)
+	testenv.Eventually(t, time.Minute, "banlieue-operator-writes in force", func() error {
+		err := op.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: systemNs}}, client.DryRunAll)
+		return testenv.Unmet(apierrors.IsForbidden(err), "create: "+errString(err))
+	})
 	startOperator(ctx, t, env, operator.Options{})
 	var class banlieuev1.ProviderClass
 	repoFile(t, "examples/09-providerclass-libvirt.yaml", &class)

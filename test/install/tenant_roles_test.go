@@ -1,0 +1,184 @@
+package install
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// TestTenantRoles: a namespace's users hold banlieue's user-facing kinds through the standard
+// view, edit and admin ClusterRoles, as aggregated by kube-controller-manager's own controller
+// from config/default's banlieue-tenant-view and -edit (and config/console's
+// banlieue-vm-console), and nothing of the infrastructure, the Providers or another namespace.
+// Each account is a ServiceAccount with a RoleBinding in its namespace, as a team gets it.
+func TestTenantRoles(t *testing.T) {
+	kcm := kubeControllerManager(t)
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	installCRDsAndNamespaces(t, c)
+	if out, errOut, err := c.run("apply", "--server-side", "-k", defaultDir()); err != nil {
+		t.Fatalf("kubectl apply --server-side -k config/default: %v\n%s%s", err, out, errOut)
+	}
+	console := filepath.Join(testenv.RepoRoot(), "config", "console", "clusterrole.yaml")
+	if out, errOut, err := c.run("apply", "--server-side", "-f", console); err != nil {
+		t.Fatalf("kubectl apply -f config/console/clusterrole.yaml: %v\n%s%s", err, out, errOut)
+	}
+
+	const team, other = "team-a", "team-b"
+	accounts := map[string]string{"viewer": "view", "editor": "edit", "owner": "admin"}
+	var objs []client.Object
+	for _, ns := range []string{team, other} {
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	for sa, role := range accounts {
+		objs = append(objs,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: sa}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: sa},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: team, Name: sa}}})
+	}
+	// A VM of another team, and a machine and Provider in this one, to probe.
+	otherVM := tenantVM(other, "theirs")
+	objs = append(objs, otherVM)
+	for _, o := range objs {
+		if err := c.admin.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfigOf(c.cfg), kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartProcess(t, exec.Command(kcm, "--kubeconfig", kubeconfig, "--controllers", "clusterrole-aggregation",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false"))
+	viewer, editor, owner := c.as(t, team, "viewer"), c.as(t, team, "editor"), c.as(t, team, "owner")
+	start := time.Now()
+	// admin is aggregated last (view into edit into admin); the console's role goes straight in.
+	testenv.Eventually(t, time.Minute, "view, edit and admin aggregate banlieue's tenant roles", func() error {
+		for _, p := range []struct {
+			as   client.Client
+			verb string
+		}{{viewer, "list"}, {editor, "create"}, {owner, "create"}} {
+			if !selfCan(ctx, t, p.as, team, "banlieue.io", "virtualmachines", "", p.verb) {
+				return testenv.Unmet(false, "not aggregated yet")
+			}
+		}
+		return nil
+	})
+	t.Logf("aggregated in %v", time.Since(start).Round(time.Millisecond))
+
+	t.Run("editor", func(t *testing.T) {
+		vm := tenantVM(team, "web")
+		testenv.Allowed(t, "editor creates a VirtualMachine", editor.Create(ctx, vm))
+		testenv.Allowed(t, "editor labels it", editor.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"web"}}}`))))
+		testenv.Allowed(t, "editor lists VirtualMachines", editor.List(ctx, &banlieuev1.VirtualMachineList{}, client.InNamespace(team)))
+		pool := tenantPool(team, "pool")
+		testenv.Allowed(t, "editor creates a VirtualMachinePool", editor.Create(ctx, pool))
+		claim := &banlieuev1.VirtualMachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "claim"},
+			Spec: banlieuev1.VirtualMachineClaimSpec{PoolRef: banlieuev1.LocalObjectReference{Name: pool.Name},
+				Subject: banlieuev1.ClaimSubject{Issuer: "https://ci.example", ID: "job-1"}, TTLSeconds: 600}}
+		testenv.Allowed(t, "editor creates a VirtualMachineClaim", editor.Create(ctx, claim))
+		testenv.Allowed(t, "editor deletes the claim", editor.Delete(ctx, claim))
+		if !selfCan(ctx, t, editor, team, "banlieue.io", "virtualmachinepools", "scale", "update") {
+			t.Error("editor may not scale a pool (virtualmachinepools/scale update)")
+		}
+		// The status is the controller's; the console types into a guest, more than edit.
+		vm.Status.Phase = banlieuev1.VMPhaseReady
+		testenv.Forbidden(t, "editor writes a VirtualMachine's status", editor.Status().Update(ctx, vm))
+		if selfCan(ctx, t, editor, team, "subresources.banlieue.io", "virtualmachines", "console", "get") {
+			t.Error("editor may open a VM's console, want admin only")
+		}
+		denyInfrastructure(ctx, t, "editor", editor, team)
+		testenv.Forbidden(t, "editor creates a VirtualMachine in another namespace", editor.Create(ctx, tenantVM(other, "web")))
+		testenv.Forbidden(t, "editor reads another team's VirtualMachine", editor.Get(ctx, client.ObjectKeyFromObject(otherVM), &banlieuev1.VirtualMachine{}))
+		testenv.Forbidden(t, "editor creates a VMImage", editor.Create(ctx, &banlieuev1.VMImage{ObjectMeta: metav1.ObjectMeta{Name: "img"}}, client.DryRunAll))
+		testenv.Forbidden(t, "editor lists VMClasses", editor.List(ctx, &banlieuev1.VMClassList{}))
+		testenv.Allowed(t, "editor deletes the VirtualMachine", editor.Delete(ctx, vm))
+	})
+
+	t.Run("viewer", func(t *testing.T) {
+		vm := tenantVM(team, "db")
+		if err := c.admin.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Allowed(t, "viewer gets a VirtualMachine", viewer.Get(ctx, client.ObjectKeyFromObject(vm), &banlieuev1.VirtualMachine{}))
+		testenv.Allowed(t, "viewer lists VirtualMachinePools", viewer.List(ctx, &banlieuev1.VirtualMachinePoolList{}, client.InNamespace(team)))
+		testenv.Allowed(t, "viewer lists VirtualMachineClaims", viewer.List(ctx, &banlieuev1.VirtualMachineClaimList{}, client.InNamespace(team)))
+		testenv.Forbidden(t, "viewer creates a VirtualMachine", viewer.Create(ctx, tenantVM(team, "mine"), client.DryRunAll))
+		testenv.Forbidden(t, "viewer labels a VirtualMachine", viewer.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))))
+		testenv.Forbidden(t, "viewer deletes a VirtualMachine", viewer.Delete(ctx, vm, client.DryRunAll))
+		if selfCan(ctx, t, viewer, team, "banlieue.io", "virtualmachinepools", "scale", "update") {
+			t.Error("viewer may scale a pool")
+		}
+		denyInfrastructure(ctx, t, "viewer", viewer, team)
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		if !selfCan(ctx, t, owner, team, "subresources.banlieue.io", "virtualmachines", "console", "get") {
+			t.Error("admin may not open a VM's console (banlieue-vm-console, aggregate-to-admin)")
+		}
+		if !selfCan(ctx, t, owner, team, "banlieue.io", "virtualmachines", "", "deletecollection") {
+			t.Error("admin may not delete VirtualMachines as a collection")
+		}
+		denyInfrastructure(ctx, t, "admin", owner, team)
+	})
+}
+
+// denyInfrastructure: nothing a tenant role holds reaches a host or a Provider's credentials.
+func denyInfrastructure(ctx context.Context, t *testing.T, who string, as client.Client, ns string) {
+	t.Helper()
+	testenv.Forbidden(t, who+" lists LibvirtMachines", as.List(ctx, &infrav1.LibvirtMachineList{}, client.InNamespace(ns)))
+	testenv.Forbidden(t, who+" lists Providers", as.List(ctx, &banlieuev1.ProviderList{}, client.InNamespace(ns)))
+	for _, p := range []struct{ group, res, sub, verb string }{
+		{"banlieue.io", "providers", "", "create"},
+		{"banlieue.io", "virtualmachines", "status", "update"},
+		{"banlieue.io", "virtualmachines", "status", "patch"},
+		{"infrastructure.banlieue.io", "libvirtmachines", "", "create"},
+		{"infrastructure.banlieue.io", "libvirtmachinetemplates", "", "create"},
+		{"infrastructure.banlieue.io", "libvirtclusters", "", "get"},
+	} {
+		if selfCan(ctx, t, as, ns, p.group, p.res, p.sub, p.verb) {
+			t.Errorf("%s may %s %s/%s in %s, want denied", who, p.verb, p.res, p.sub, ns)
+		}
+	}
+}
+
+// selfCan asks the API server, as as, whether it may verb the resource in ns.
+func selfCan(ctx context.Context, t *testing.T, as client.Client, ns, group, res, sub, verb string) bool {
+	t.Helper()
+	r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: group, Resource: res, Subresource: sub, Verb: verb},
+	}}
+	if err := as.Create(ctx, r); err != nil {
+		t.Fatalf("SelfSubjectAccessReview: %v", err)
+	}
+	return r.Status.Allowed
+}
+
+func tenantVM(ns, name string) *banlieuev1.VirtualMachine {
+	return &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: "small"},
+			ImageRef: banlieuev1.LocalObjectReference{Name: "debian"}}}
+}
+
+func tenantPool(ns, name string) *banlieuev1.VirtualMachinePool {
+	return &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 1, MaxReplicas: 3, Readiness: banlieuev1.ReadinessInfrastructureReady,
+			Template: banlieuev1.VirtualMachineTemplate{Spec: tenantVM(ns, "").Spec}}}
+}
