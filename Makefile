@@ -50,7 +50,7 @@ test: ## The whole test suite against real parts (what CI runs).
 	hack/test.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-graph boundaries.
+lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), the import-graph boundaries, and shellcheck (hack/shellcheck.sh).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	hack/golangci-lint.sh run ./...
@@ -64,6 +64,8 @@ lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-gr
 	@# And Cluster API's end-to-end suite (docs/guides/cluster-api.md).
 	go vet -tags capi ./test/capi/...
 	hack/golangci-lint.sh run --build-tags capi ./test/capi/...
+	@# Every shell script git tracks.
+	hack/shellcheck.sh
 
 .PHONY: lab
 lab: ## The local lab (hack/lab.sh up).
