@@ -234,8 +234,6 @@ func issueFreeDocs(t *testing.T) []string {
 
 var issueRefsAllowed = map[string]bool{
 	"docs/performance.md": true,
-	"docs/security.md":    true,
-	"docs/reliability.md": true,
 }
 
 // TestDocsCiteNoIssueNumbers: the documents are organised by topic, never by issue number.
