@@ -54,7 +54,7 @@ test-unit: ## The quick loop: pure and API-server packages, no root, libvirtd, n
 	hack/test.sh --quick
 
 .PHONY: lint
-lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-graph boundaries.
+lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), the import-graph boundaries, and shellcheck (hack/shellcheck.sh).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	hack/golangci-lint.sh run ./...
@@ -68,6 +68,8 @@ lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), and the import-gr
 	@# And Cluster API's end-to-end suite (docs/guides/cluster-api.md).
 	go vet -tags capi ./test/capi/...
 	hack/golangci-lint.sh run --build-tags capi ./test/capi/...
+	@# Every shell script git tracks.
+	hack/shellcheck.sh
 
 .PHONY: lab
 lab: ## The local lab (hack/lab.sh up).

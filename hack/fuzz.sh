@@ -36,6 +36,8 @@ if [[ $budget == build ]]; then
 fi
 for pkg in $(go list ./... ); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
+  # Fuzz target names are single words, so the word split reads one per line.
+  # shellcheck disable=SC2013
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     if [[ $budget == build ]]; then
       # The instrumentation is the package's, whichever target: one build per package.

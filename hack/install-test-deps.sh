@@ -3,7 +3,8 @@
 # running apt-get only when something is missing.
 set -euo pipefail
 packages=(genisoimage xorriso p7zip-full util-linux qemu-system-x86 make
-  debootstrap fdisk dosfstools mtools e2fsprogs binutils) # the second line: hack/cloud-guest.sh
+  debootstrap fdisk dosfstools mtools e2fsprogs binutils # the second line: hack/cloud-guest.sh
+  shellcheck)                                             # make lint (hack/shellcheck.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -69,6 +69,9 @@ if ! have_containerd; then
     github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 >&2
 fi
 
-have_kubernetes && have_containerd || { log "built binaries do not report the pinned versions"; exit 1; }
+if ! have_kubernetes || ! have_containerd; then
+  log "built binaries do not report the pinned versions"
+  exit 1
+fi
 log "done in $((SECONDS - start))s"
 echo "$out"

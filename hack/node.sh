@@ -26,7 +26,7 @@ export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 # The node's daemons must not inherit the caller's descriptors: started under `flock` (the test
 # lock), containerd and the kubelet would hold the lock for as long as they live, as
 # hack/libvirt-lab.sh's daemons would. 255 is bash's own script fd.
-for fd in /proc/$$/fd/*; do
+for fd in "/proc/$$/fd/"*; do
   fd=${fd##*/}
   if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done

@@ -238,6 +238,8 @@ syslinux --install "$part"
 disk=$work/guest.raw
 truncate -s $(((part_mib + 2) * 1024 * 1024)) "$disk"
 dd if="$root/usr/lib/syslinux/mbr/mbr.bin" of="$disk" conv=notrunc status=none
+# The format is the point: it turns the four \xNN escapes into the bytes.
+# shellcheck disable=SC2059
 le32() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 24 & 255)))"; }
 {
 	printf '\x80\xfe\xff\xff\xef\xfe\xff\xff' # active; CHS unused (LBA only); type EF; CHS unused
@@ -251,7 +253,7 @@ dd if="$part" of="$disk" bs=1M seek=1 conv=notrunc,sparse status=none
 # for installMode deferred/manual, where banlieue attaches the image as a SATA CD-ROM ---
 efiboot=$work/iso/efiboot.img
 mkdir -p "$work/iso"
-mkfs.fat -n EFIBOOT -C "$efiboot" $(( ($(stat -c %s "$work/BOOTX64.EFI") / 1024 + 2048) )) >/dev/null
+mkfs.fat -n EFIBOOT -C "$efiboot" $(($(stat -c %s "$work/BOOTX64.EFI") / 1024 + 2048)) >/dev/null
 mmd -i "$efiboot" ::/EFI ::/EFI/BOOT
 mcopy -i "$efiboot" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
 LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu xorriso -as mkisofs -quiet -V BANLIEUE_INSTALL -J -e efiboot.img -no-emul-boot -o "$work/guest-efi.iso" "$work/iso" >&2

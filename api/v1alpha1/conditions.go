@@ -197,9 +197,9 @@ const (
 )
 
 // Event reasons of transitions that no condition reason names (docs/guides/libvirt-provider.md,
-// "Events"). A condition that moves is announced under its own reason (for example Scheduled or
-// NoProviderMatched on a VM, ConnectFailed on a Provider, ImportFailed on a VMImage); these name
-// the rest.
+// "Troubleshooting with events"). A condition that moves is announced under its own reason (for
+// example Scheduled or NoProviderMatched on a VM, ConnectFailed on a Provider, ImportFailed on a
+// VMImage); these name the rest.
 const (
 	// ReasonMachineCreated: the controller created the VM's backend machine.
 	ReasonMachineCreated = "MachineCreated"

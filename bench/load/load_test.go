@@ -1,11 +1,11 @@
 //go:build loadbench
 
-// Package load is issue 10's load row and issue 19's fleet: N powered-off VirtualMachines created,
-// then deleted, all at once (or -rate R a second) on each host, with the controller role and the
-// libvirt machine controller in this process, or with -processes as the real binary's roles, one
-// process each: the controller, and a provider per host as the operator runs one per Provider.
-// The host is the lab's, or with -hosts H that many libvirtds of their own (hosts.sh), each a
-// Provider in a namespace of its own.
+// Package load is the load bench (docs/reliability.md, "Load"; docs/performance.md, "The fleet
+// bench"): N powered-off VirtualMachines created, then deleted, all at once (or -rate R a second)
+// on each host, with the controller role and the libvirt machine controller in this process, or
+// with -processes as the real binary's roles, one process each: the controller, and a provider per
+// host as the operator runs one per Provider. The host is the lab's, or with -hosts H that many
+// libvirtds of their own (hosts.sh), each a Provider in a namespace of its own.
 //
 //	source /var/tmp/banlieue-lab/env
 //	go test -tags loadbench ./bench/load -run TestLoad -v -timeout 60m -args -n 200 [-processes]

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that start libvirt daemons (hack/libvirt-lab.sh, hack/libvirt-matrix.sh,
 # bench/load/hosts.sh), which define say.
 #
@@ -6,7 +7,7 @@
 # would otherwise hold the lock for as long as it lives.
 close_inherited_fds() {
 	local fd
-	for fd in /proc/$$/fd/*; do
+	for fd in "/proc/$$/fd/"*; do
 		fd=${fd##*/}
 		if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
 	done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by hack/envtest-assets.sh and hack/node-assets.sh: builds commands of k8s.io/kubernetes
 # from the Go module proxy, the only place this machine can get them from.
 #
@@ -14,7 +15,7 @@ build_kubernetes_commands() {
   minor_patch="${version#v1.}"
   staging_version="v0.$minor_patch"
   (
-    cd "$work"
+    cd "$work" || exit
     info_json="$(go mod download -json "k8s.io/kubernetes@$version")"
     upstream_gomod="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$info_json")"
     upstream_info="$(sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p' <<<"$info_json")"

@@ -11,10 +11,11 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// testHugeConditionMessage is issue 15 item 9 through a real reconciler: a
-// provider's 1 MiB image-row message (perProvider messages have no maxLength, and libvirt errors
-// reach 4 MiB) flows into the VM's Scheduled and Ready messages. Unbounded, the API server
-// refuses the whole status write (maxLength 32768) and the VM keeps its previous conditions.
+// testHugeConditionMessage is the bound on condition messages (docs/reliability.md, "Ownership:
+// only what is banlieue's") through a real reconciler: a provider's 1 MiB image-row message
+// (perProvider messages have no maxLength, and libvirt errors reach 4 MiB) flows into the VM's
+// Scheduled and Ready messages. Unbounded, the API server refuses the whole status write (maxLength
+// 32768) and the VM keeps its previous conditions.
 func (s *suite) testHugeConditionMessage(ctx context.Context, t *testing.T) {
 	ns := "huge"
 	s.namespace(ctx, t, ns)

@@ -16,8 +16,9 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// testEvents follows a VM from not schedulable to scheduled and asserts one event per
-// transition, then a pass that changes nothing adds none (docs/guides/libvirt-provider.md, "Events").
+// testEvents follows a VM from not schedulable to scheduled and asserts one event per transition,
+// then a pass that changes nothing adds none (docs/guides/libvirt-provider.md, "Troubleshooting
+// with events").
 func (s *suite) testEvents(ctx context.Context, t *testing.T) {
 	ns := "ns-events"
 	s.namespace(ctx, t, ns)

@@ -34,7 +34,8 @@ type virtualMachineReconciler struct {
 	// apiReader reads what must not come from the cache: userData sources (get-only RBAC) and
 	// a machine deletion finds absent (a stale "absent" would drop the finalizer too early).
 	apiReader client.Reader
-	// recorder emits the VM's transitions (docs/guides/libvirt-provider.md, "Events").
+	// recorder emits the VM's transitions (docs/guides/libvirt-provider.md, "Troubleshooting with
+	// events").
 	recorder events.EventRecorder
 	// assumed are the placements decided and not yet in the cache, which every decision of
 	// the namespace sees (assumed.go); they make several workers safe for anti-affinity.

@@ -30,8 +30,8 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestWorkloadNamesDoNotCollide: the collisions of issue #16 (the build RoleBinding shared by
-// team-a/edge and team-b/edge, the ClusterRoleBinding shared by team/a-edge and team-a/edge, and
+// TestWorkloadNamesDoNotCollide: the collisions docs/security.md lists under "Workload names in
+// shared scopes" (the build RoleBinding shared by team-a/edge and team-b/edge, the ClusterRoleBinding shared by team/a-edge and team-a/edge, and
 // a class/provider split in one namespace) now give distinct names, each a valid name for every
 // kind it names and a valid label value.
 func TestWorkloadNamesDoNotCollide(t *testing.T) {

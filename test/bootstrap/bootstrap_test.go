@@ -513,7 +513,7 @@ func stateOf(t *testing.T, path string) fileState {
 	return s
 }
 
-// TestClientDirRefusesLinks plants what issue 17 found (a symlinked cacert.pem in the invoking
+// TestClientDirRefusesLinks plants what was once found (a symlinked cacert.pem in the invoking
 // user's client directory, pointing at a file only root may change) and its variants, runs the
 // script the way the guide does (as root, SUDO_USER set), and checks that it refused clearly
 // and that the file behind the link kept its owner, mode and bytes.
@@ -596,7 +596,7 @@ func TestClientDirRefusesLinks(t *testing.T) {
 		})
 	}
 
-	// Issue 17 as found: cacert.pem in the client directory links to libvirtd's own CA, whose
+	// As first found: cacert.pem in the client directory links to libvirtd's own CA, whose
 	// bytes it already holds, so the copy is skipped and only chmod and chown used to run.
 	t.Run("symlinked cacert.pem to the CA it copies", func(t *testing.T) {
 		t.Parallel()

@@ -51,6 +51,8 @@ func TestImportBoundaries(t *testing.T) {
 			"pkg/iso9660 is a library anyone could reuse"},
 		{"pkg/nocloud/...", func(d string) bool { return strings.HasPrefix(d, "pkg/nocloud") || strings.HasPrefix(d, "pkg/iso9660") },
 			"pkg/nocloud builds on pkg/iso9660 only"},
+		{"api/...", func(d string) bool { return strings.HasPrefix(d, "api/") },
+			"the API types are what clients import: they carry nothing of banlieue's implementation"},
 		{"internal/imagebuilder/qcow2/...", func(d string) bool { return strings.HasPrefix(d, "internal/imagebuilder/qcow2") },
 			"the qcow2 reader takes its limits as a parameter; the build maps its refusals (docs/guides/image-sources.md)"},
 	}

@@ -291,7 +291,8 @@ func newCLI(t *testing.T) *cli {
 }
 
 var (
-	helpCommand = regexp.MustCompile(`^  ([a-z][a-z0-9-]*)\s{2,}`)
+	// cobra pads command names to the longest, which is followed by one space only.
+	helpCommand = regexp.MustCompile(`^  ([a-z][a-z0-9-]*)(?:\s|$)`)
 	helpFlag    = regexp.MustCompile(`^\s+(?:-([A-Za-z0-9]), )?--([A-Za-z0-9][A-Za-z0-9-]*)(?: ([A-Za-z0-9.]+))?(?:\s{2,}|$)`)
 )
 

@@ -207,7 +207,7 @@ func TestInstall(t *testing.T) {
 			}
 		}
 		// Controls, proving the levels are live: a bare pod is refused in both namespaces
-		// (banlieue-imagebuild enforced privileged before issue 16; ADR-0092).
+		// (banlieue-imagebuild once enforced privileged; ADR-0092).
 		bare := func(ns, sa string) *corev1.Pod {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: ns},
@@ -291,7 +291,7 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("no shared import ServiceAccount", func(t *testing.T) {
-		// Before issue 16 one banlieue-import account ran every Provider's import and could read
+		// Once, one banlieue-import account ran every Provider's import and could read
 		// every Provider's credentials; each Provider now has its own (docs/security.md, "Import
 		// Jobs: one account per Provider, pinned at admission").
 		err := c.admin.Get(ctx, client.ObjectKey{Namespace: buildNS, Name: "banlieue-import"}, &corev1.ServiceAccount{})

@@ -22,7 +22,7 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// TestWorkloadNames: Providers whose old workload names collided (issue #16) each get bindings
+// TestWorkloadNames: Providers whose old workload names collided (docs/reliability.md, "Workload names that cannot collide") each get bindings
 // of their own, naming their own ServiceAccount, that stay put over reconcile rounds; a Provider
 // with a 70-character name gets a workload at all; objects named the old way are pruned.
 func TestWorkloadNames(t *testing.T) {

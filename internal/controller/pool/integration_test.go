@@ -362,7 +362,8 @@ func (s *suite) testClaimLifecycle(ctx context.Context, t *testing.T) {
 }
 
 // testReleaseSparesBystanders: VMs that merely carry the claim's label, one of them its pool's
-// label too, are not the claim's to destroy (issue 15 item 7).
+// label too, are not the claim's to destroy (docs/reliability.md, "Ownership: only what is
+// banlieue's").
 func (s *suite) testReleaseSparesBystanders(ctx context.Context, t *testing.T) {
 	ns := s.namespace(ctx, t, "release")
 	s.image(ctx, t, "img-release", "")

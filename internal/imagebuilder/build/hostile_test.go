@@ -85,7 +85,7 @@ func gzipped(data []byte) []byte {
 	return b.Bytes()
 }
 
-// hostileQCOW2 are the crafted qcow2 files of issue #17 (512-byte clusters: an L2 table maps
+// hostileQCOW2 are the crafted qcow2 files of docs/reliability.md, "Hostile image sources" (512-byte clusters: an L2 table maps
 // 32 KiB), by name.
 func hostileQCOW2() map[string]qcow2test.Image {
 	const cb = 9
@@ -106,7 +106,7 @@ func hostileQCOW2() map[string]qcow2test.Image {
 	}
 }
 
-// Every crafted input of issue #17, through convert as a build runs it: each is refused with a
+// Every crafted input, through convert as a build runs it: each is refused with a
 // RefusedError (reason SourceRefused) whose message names the flag, its value and what the
 // source declared, and leaves no partial disk behind.
 func TestHostileSourcesAreRefused(t *testing.T) {

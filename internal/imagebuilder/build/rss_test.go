@@ -63,7 +63,7 @@ func peakRSSKiB(t *testing.T) string {
 }
 
 // TestPeakRSS runs `imagebuilder build`'s pipeline (Build: download over HTTP with a checksum,
-// decompress, convert, publish) in a process of its own on each crafted source of issue #17,
+// decompress, convert, publish) in a process of its own on each crafted source (docs/reliability.md, "Hostile image sources"),
 // with the default limits (--max-disk-size 64Mi for the gzip bomb, so it ends), and reads the
 // process's peak RSS. Before the limits, the 256 MiB qcow2 took 512 MiB and the xz files asked
 // for 1 and 4 GiB. Measured: 13-15 MiB each, the test binary's own footprint and a 1 MiB copy

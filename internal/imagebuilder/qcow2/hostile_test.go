@@ -58,7 +58,7 @@ func zstdFrameDeclaring(exponent byte, data []byte) []byte {
 	return append(f, data...)
 }
 
-// The crafted images of issue #17 and their neighbours: each is refused with a RefusedError of
+// The crafted images of docs/reliability.md ("Hostile image sources") and their neighbours: each is refused with a RefusedError of
 // the rule it breaks and a message that says where. 512-byte clusters (cluster_bits 9) keep
 // the files small: an L2 table maps 64 clusters, 32 KiB of disk.
 func TestHostileImagesAreRefused(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 // The names of the volumes an import writes (internal/provider/libvirt/image). They live here,
 // below the image package, because the machine controller checks a boot volume against them
 // (authority.go): a machine built on an earlier import of its VMImage keeps that base after the
-// row moved to a rebuilt artifact (docs/reliability.md, "Ownership and the other issue 15 fixes", row 3b).
+// row moved to a rebuilt artifact (docs/reliability.md, "Ownership: only what is banlieue's").
 
 // MaxVolumeName is the longest volume name banlieue writes: a LibvirtMachine's
 // spec.bootSource.volume admits 200 characters, and a base no machine can name is of no use.

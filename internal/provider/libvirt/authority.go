@@ -10,35 +10,12 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
-// A LibvirtMachine is written by the controller or, under Cluster API, by its users directly;
-// the host names in it are not trusted as written (docs/security.md, "LibvirtMachine
-// authority"). Before the provider makes any call to the host, each name must be one the
-// machine's own Provider, or a VMImage row of that Provider, grants:
-//
-//   - spec.domainName is <namespace>-<name> of the machine, the controller's rule
-//     (internal/controller/libvirt_machine.go): no machine can name another namespace's domain.
-//     Its disks' volumes (<domainName>-<disk>.qcow2) and seed (<domainName>-cidata.iso) are
-//     named from it, and status.volumes settles which of those names are the machine's own;
-//   - spec.pool is the pool target of one of the Provider's storage classes;
-//   - each spec.network[].source is the network or bridge target of one of its network classes;
-//   - spec.bootSource.volume (the backing image, or the installer for installMedia) is granted
-//     by the first of, in order:
-//     1. status.bootVolume: the volume this check accepted in an earlier pass, recorded before
-//     the provider touched the host for it. A row's state is transient (a host outage empties
-//     it, a rebuild moves it to a new artifact while the old base still backs the machine,
-//     image/oldbases.go); what the machine was built on is not;
-//     2. a ready row of this Provider resolving to it: the row's resolvedRef, or that of its
-//     zone named after the pool or the failure domain (the controller's bootVolume);
-//     3. an import of a VMImage that has a row for this Provider (ArtifactVolumeName, named by
-//     the artifact's content): an earlier import is a base a machine may still be built on.
-//     Another machine's disk or seed is never such a volume: theirs end in .qcow2 and -cidata.iso.
-//     Otherwise, when a VMImage whose libvirt BackingFile source names the volume has no ready
-//     row for this Provider yet, the machine waits (WaitingForImage) and is checked again; else
-//     it is refused (NotPermitted).
-//
-// The Provider's mappings are its spec, which no outage changes; only the rows are transient.
-// checkAuthority is a pure function of the machine, its Provider and the VMImages, so that a
-// rule about which namespaces may use a Provider belongs here too.
+// A LibvirtMachine's host names are not trusted as written: under Cluster API its users write it.
+// checkAuthority grants each name (domain, pool, networks, boot volume) only when the machine's
+// own Provider or a VMImage row of that Provider does, before any call to the host, as a pure
+// function of the machine, its Provider and the VMImages. The rules, and why the boot volume
+// recorded in status.bootVolume outlives the rows, are in docs/security.md, "LibvirtMachine
+// authority".
 
 // AuthorityError is a name in the machine's spec that its Provider does not grant (yet). The
 // machine reports it under Reason, and nothing on the host was called.

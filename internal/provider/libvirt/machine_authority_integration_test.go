@@ -206,11 +206,11 @@ func (s *machineSuite) hostNames(ctx context.Context, t *testing.T, extra string
 	return strings.Join(out, "\n")
 }
 
-// testAuthorityOutage (docs/reliability.md, "LibvirtMachine authority during an outage"): while
-// the VMImage row that granted a machine's boot volume is empty, as the provider writes it when
-// the host does not answer, the machine the provider accepted keeps its volume and converges
-// (its domain and UUID stay), and a machine never accepted waits as WaitingForImage with
-// nothing made on the host, then converges once the row is back.
+// testAuthorityOutage (docs/reliability.md, "Outages, rebuilds and refusals keep the record"):
+// while the VMImage row that granted a machine's boot volume is empty, as the provider writes it
+// when the host does not answer, the machine the provider accepted keeps its volume and converges
+// (its domain and UUID stay), and a machine never accepted waits as WaitingForImage with nothing
+// made on the host, then converges once the row is back.
 func (s *machineSuite) testAuthorityOutage(ctx context.Context, t *testing.T) {
 	kept := s.machine(testNamespace, "kept")
 	kept.Spec.DesiredPowerState = banlieuev1.PoweredOff

@@ -131,8 +131,8 @@ func withinPass(m passMark, now time.Time) bool {
 // drift, they would make every pass cause the next. A teardown, the pass over a machine being
 // deleted, also stops the domain and undefines it (Stopped, Undefined): a pass woken by those
 // would run from a cache that may still show the machine with its finalizer, find nothing left
-// on the host, and patch a machine already gone (1.65 PATCHes of the machine per deleted VM
-// where its finalizer's removal is one, docs/performance.md). Otherwise Stopped, Undefined,
+// on the host, and patch a machine already gone (measured in docs/performance.md, the PATCHes
+// of the LibvirtMachine during deletion). Otherwise Stopped, Undefined,
 // Shutdown, Crashed, PMSuspended and a removed device are never a pass's own (a power-off's
 // Stopped costs one extra pass, which changes nothing), so they count.
 //

@@ -23,7 +23,7 @@ import (
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
-// Old bases (issue 15). A rebuilt artifact is imported into a volume of its own and the row
+// Old bases. A rebuilt artifact is imported into a volume of its own and the row
 // moves to it; machines built on the previous volume keep their overlays backing onto it. Such
 // an old base is deleted only when no volume of its pool backs onto it and no LibvirtMachine
 // of the Provider names it, and only when banlieue can prove it wrote it: its name is this
