@@ -22,7 +22,7 @@ export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 # The lab's daemons must not inherit the caller's descriptors (the test lock, under flock), as
 # hack/node.sh's. 255 is bash's own script fd.
-for fd in /proc/$$/fd/*; do
+for fd in "/proc/$$/fd/"*; do
   fd=${fd##*/}
   if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done
@@ -32,7 +32,7 @@ libvirt_lab="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
 node_dir="${BANLIEUE_NODE_DIR:-/var/tmp/banlieue-node}"
 export BANLIEUE_NODE_DIR="$node_dir"
 kubeconfig="$lab/kubeconfig"
-provider=lab-host
+provider="lab-host"
 namespace=banlieue-system
 build_namespace=banlieue-imagebuild
 # One fixed version: every up retags one image in the node instead of one per commit.
@@ -48,7 +48,7 @@ source_listen=10.244.0.1:18443
 nat_network=banlieue-lab-nat
 nat_bridge=banlieue-lab0
 nat_subnet=198.18.66.
-vm=lab-vm-01
+vm="lab-vm-01"
 domain=$namespace-$vm
 
 phase_start=0

@@ -18,7 +18,7 @@ export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 # Run under `flock` (the test lock), the control plane must not inherit the lock's descriptor
 # either (hack/node.sh closes them for the node's daemons). 255 is bash's own script fd.
-for fd in /proc/$$/fd/*; do
+for fd in "/proc/$$/fd/"*; do
   fd=${fd##*/}
   if [[ "$fd" -gt 2 && "$fd" -ne 255 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
 done

@@ -59,7 +59,7 @@ if ((quick)); then
   # Every package but those that need root, in -short mode (no guest boots) and without the lab's
   # environment, so the lab's tests skip; CI empty, so a missing lab skips rather than fails.
   unset BANLIEUE_LIBVIRT_LAB BANLIEUE_LIBVIRT_ENDPOINT BANLIEUE_LIBVIRT_PKI BANLIEUE_LIBVIRT_POD_ENDPOINT
-  export CI= GO_TEST_FLAGS="-short ${GO_TEST_FLAGS:-}"
+  export CI='' GO_TEST_FLAGS="-short ${GO_TEST_FLAGS:-}"
 fi
 
 if ((!quick)); then
