@@ -133,3 +133,24 @@ func (s *suite) placements(ctx context.Context, t *testing.T, ns, prefix string,
 	})
 	return per
 }
+
+// testRetiredRows: the rows a deleted Provider's process wrote into an image are removed; the
+// rows of Providers that exist stay.
+func (s *suite) testRetiredRows(ctx context.Context, t *testing.T) {
+	ns := "ns-n"
+	s.namespace(ctx, t, ns)
+	s.provider(ctx, t, ns, "stays", "libvirt")
+	s.provider(ctx, t, ns, "retired", "libvirt")
+	s.image(ctx, t, "img-n", banlieuev1.InstallImmediate, readyRowIn(ns, "stays"), readyRowIn(ns, "retired"))
+	// A row of a Provider that has existed in no namespace the cache knows, too.
+	s.imageRows(ctx, t, "img-n", readyRowIn(ns, "stays"), readyRowIn(ns, "retired"), readyRowIn("ns-n-gone", "elsewhere"))
+	if err := s.c.Delete(ctx, &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retired"}}); err != nil {
+		t.Fatal(err)
+	}
+	img := s.waitImage(ctx, t, "img-n", func(img *banlieuev1.VMImage) bool {
+		return len(img.Status.PerProvider) == 1
+	})
+	if row := img.Status.PerProvider[0]; row.ProviderName != "stays" || row.ProviderNamespace != ns {
+		t.Fatalf("rows left = %+v, want the row of %s/stays", img.Status.PerProvider, ns)
+	}
+}
