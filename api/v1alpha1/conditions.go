@@ -85,6 +85,13 @@ const (
 	ReasonTpmUnsupported = "TpmUnsupported"
 	// ReasonAntiAffinityUnsatisfied: every candidate already holds a VM the VM must avoid.
 	ReasonAntiAffinityUnsatisfied = "AntiAffinityUnsatisfied"
+	// ReasonInsufficientCapacity: no failure domain left by the other filters has the free
+	// CPUs or memory (after its Provider's overcommit, counting the VMs placed there) to hold
+	// the VM; the message names the resource, the need and the best host's free amount.
+	ReasonInsufficientCapacity = "InsufficientCapacity"
+	// ReasonProviderUnschedulable: every Provider left by the other filters is cordoned
+	// (spec.unschedulable).
+	ReasonProviderUnschedulable = "ProviderUnschedulable"
 )
 
 // VirtualMachine PlacementValid reasons: what changed under a placed VM.

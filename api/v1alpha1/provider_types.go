@@ -23,6 +23,47 @@ type ProviderSpec struct {
 	// either way.
 	// +optional
 	AllowedNamespaces *AllowedNamespaces `json:"allowedNamespaces,omitempty"`
+	// unschedulable cordons the Provider: no new VM is placed on it, while the VMs already
+	// placed there stay and are reconciled as before (docs/guides/libvirt-provider.md,
+	// "Capacity and maintenance"). kubectl banlieue cordon and uncordon set and clear it.
+	// +optional
+	Unschedulable bool `json:"unschedulable,omitempty"`
+	// overcommit is how far the scheduler may place VMs past the host's size. Unset, the
+	// defaults of each field hold.
+	// +optional
+	Overcommit *ProviderOvercommit `json:"overcommit,omitempty"`
+}
+
+// Defaults of ProviderOvercommit's fields.
+const (
+	DefaultCPUAllocationPercent    = 400
+	DefaultMemoryAllocationPercent = 100
+	DefaultReservedMemoryMiB       = 1024
+)
+
+// ProviderOvercommit bounds what the scheduler places on a host: the vCPUs of its VMs at most
+// cpuAllocationPercent of its logical CPUs, their memory at most memoryAllocationPercent of
+// the host's memory less reservedMemoryMiB.
+type ProviderOvercommit struct {
+	// cpuAllocationPercent is the vCPUs placed per 100 logical CPUs of the host. Unset: 400
+	// (four vCPUs per CPU).
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=1600
+	CPUAllocationPercent *int32 `json:"cpuAllocationPercent,omitempty"`
+	// memoryAllocationPercent is the guest memory placed per 100 MiB of the host's memory
+	// (after reservedMemoryMiB). Unset: 100, no overcommit: QEMU reserves guest memory lazily,
+	// so an overcommitted host runs until its guests touch their memory and then OOM-kills one.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=400
+	MemoryAllocationPercent *int32 `json:"memoryAllocationPercent,omitempty"`
+	// reservedMemoryMiB is kept for the host itself (its kernel, libvirtd, QEMU's own
+	// overhead) and never placed. Unset: 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16777216
+	ReservedMemoryMiB *int32 `json:"reservedMemoryMiB,omitempty"`
 }
 
 // ProviderConnection is the endpoint and the credentials used to reach it.
@@ -120,6 +161,36 @@ type FailureDomain struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// attributes are what the failure domain verifiably offers.
 	Attributes FailureDomainAttributes `json:"attributes"`
+	// capacity is the host's size as its last probe read it; unset until a provider that
+	// reads it has probed the host, and then the scheduler places on it without a capacity
+	// check.
+	// +optional
+	Capacity *FailureDomainCapacity `json:"capacity,omitempty"`
+}
+
+// FailureDomainCapacity is what a host has, from libvirt's node and pool info.
+type FailureDomainCapacity struct {
+	// cpus is the host's logical CPUs.
+	CPUs int32 `json:"cpus"`
+	// memoryMiB is the host's memory.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// pools are the storage pools the Provider's storage classes map, by pool name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Pools []PoolCapacity `json:"pools,omitempty"`
+}
+
+// PoolCapacity is one storage pool's size, rounded down to whole GiB so that a probe finding
+// a disk a few bytes fuller writes nothing.
+type PoolCapacity struct {
+	// name of the pool on the host.
+	Name string `json:"name"`
+	// capacityGiB is the pool's size.
+	CapacityGiB int64 `json:"capacityGiB"`
+	// availableGiB is its free space.
+	AvailableGiB int64 `json:"availableGiB"`
 }
 
 // FailureDomainAttributes are the narrowed capabilities of a failure domain.
@@ -177,6 +248,7 @@ type ProviderStatus struct {
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.providerClassRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
+// +kubebuilder:printcolumn:name="Unschedulable",type=boolean,JSONPath=`.spec.unschedulable`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Provider struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -107,7 +107,18 @@ type Placement struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	AntiAffinity []AntiAffinityRule `json:"antiAffinity,omitempty"`
+	// strategy chooses among the failure domains that can hold the VM: Spread (unset) the
+	// least allocated, Binpack the most allocated, keeping other hosts free for large VMs.
+	// +optional
+	// +kubebuilder:validation:Enum=Spread;Binpack
+	Strategy string `json:"strategy,omitempty"`
 }
+
+// Placement strategies.
+const (
+	PlacementSpread  = "Spread"
+	PlacementBinpack = "Binpack"
+)
 
 // AntiAffinityRule keeps this VM away from failure domains holding matching siblings.
 type AntiAffinityRule struct {
@@ -203,6 +214,13 @@ type ScheduledPlacement struct {
 	// resolvedNetworks per interface.
 	// +optional
 	ResolvedNetworks []ResolvedMapping `json:"resolvedNetworks,omitempty"`
+	// cpus the placement takes on the failure domain: the VM's class's, when it was placed.
+	// The scheduler adds up these (and memoryMiB) to know what a host has left.
+	// +optional
+	CPUs int32 `json:"cpus,omitempty"`
+	// memoryMiB the placement takes on the failure domain.
+	// +optional
+	MemoryMiB int32 `json:"memoryMiB,omitempty"`
 	// scheduledAt is when the decision was made.
 	// +optional
 	ScheduledAt *metav1.Time `json:"scheduledAt,omitempty"`

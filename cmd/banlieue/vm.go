@@ -44,7 +44,7 @@ func (u *userFlags) add(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&u.rules.ExplicitPath, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&u.overrides.CurrentContext, "context", "", "kubeconfig context")
-	f.StringVarP(&u.overrides.Context.Namespace, "namespace", "n", "", "namespace of the VirtualMachine (default: the context's)")
+	f.StringVarP(&u.overrides.Context.Namespace, "namespace", "n", "", "namespace of the VirtualMachine or Provider (default: the context's)")
 }
 
 // config is the user's REST config and the namespace a VM name is in.
@@ -118,7 +118,8 @@ func rawTerminal(f *os.File) (func(), error) {
 	return func() { _ = term.Restore(fd, state) }, nil
 }
 
-// newPluginCommand is the kubectl plugin's root: `kubectl banlieue start|stop|restart|console|addresses`.
+// newPluginCommand is the kubectl plugin's root: `kubectl banlieue
+// start|stop|restart|console|addresses` on VMs and `cordon|uncordon` on Providers.
 func newPluginCommand() *cobra.Command {
 	u := &userFlags{}
 	root := &cobra.Command{
@@ -138,8 +139,44 @@ func newPluginCommand() *cobra.Command {
 		specCommand(u, "restart", "Restart the VM (spec.nextRestartTime: now)", restartPatch),
 		newConsoleCommand(u),
 		newAddressesCommand(u),
+		providerCommand(u, "cordon", "Place no new VM on the Provider; its VMs stay (spec.unschedulable: true)", cordonPatch(true)),
+		providerCommand(u, "uncordon", "Place VMs on the Provider again (spec.unschedulable removed)", cordonPatch(false)),
 	)
 	return root
+}
+
+// cordonPatch sets spec.unschedulable, or removes it.
+func cordonPatch(cordon bool) []byte {
+	var v any
+	if cordon {
+		v = true
+	}
+	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": v}})
+	return b
+}
+
+// providerCommand writes one merge patch to a Provider's spec.
+func providerCommand(u *userFlags, use, short string, patch []byte) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " <provider>",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := u.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			p := &banlieuev1.Provider{}
+			p.Namespace, p.Name = ns, args[0]
+			if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				return fmt.Errorf("%s %s/%s: %w", use, ns, args[0], err)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "provider.banlieue.io/%s %sed\n", args[0], use)
+			return err
+		},
+	}
 }
 
 // specCommand writes one merge patch to a VM's spec.

@@ -19,6 +19,8 @@ func TestPluginPatches(t *testing.T) {
 		{"start", func() ([]byte, error) { return powerPatch(banlieuev1.PoweredOn) }, `{"spec":{"desiredPowerState":"PoweredOn"}}`},
 		{"stop", func() ([]byte, error) { return powerPatch(banlieuev1.PoweredOff) }, `{"spec":{"desiredPowerState":"PoweredOff"}}`},
 		{"restart", func() ([]byte, error) { return restartPatch(now) }, `{"spec":{"nextRestartTime":"2026-12-02T00:02:03Z"}}`},
+		{"cordon", func() ([]byte, error) { return cordonPatch(true), nil }, `{"spec":{"unschedulable":true}}`},
+		{"uncordon", func() ([]byte, error) { return cordonPatch(false), nil }, `{"spec":{"unschedulable":null}}`},
 	} {
 		got, err := c.got()
 		if err != nil || string(got) != c.want {
@@ -37,13 +39,13 @@ func TestIsPlugin(t *testing.T) {
 	}
 }
 
-// The plugin has the five verbs the guide lists.
+// The plugin has the seven verbs the guide lists.
 func TestPluginCommands(t *testing.T) {
 	var names []string
 	for _, c := range newPluginCommand().Commands() {
 		names = append(names, c.Name())
 	}
-	want := []string{"addresses", "console", "restart", "start", "stop"}
+	want := []string{"addresses", "console", "cordon", "restart", "start", "stop", "uncordon"}
 	if len(names) != len(want) {
 		t.Fatalf("plugin commands %v, want %v", names, want)
 	}

@@ -15,6 +15,11 @@ import (
 // them. Decisions in one namespace are made one at a time, under that namespace's lock, so each
 // sees every placement decided before it; the writes that follow run in parallel.
 type assumedPlacements struct {
+	// deciding is held around each decision, whatever its namespace: a shared Provider's
+	// capacity is taken by the VMs of several namespaces, and two decisions at once could each
+	// see the room only one VM has. A decision is a pure function over lists already read, so
+	// taking them one at a time costs little.
+	deciding   sync.Mutex
 	mu         sync.Mutex // guards namespaces
 	namespaces map[string]*namespacePlacements
 }
@@ -56,11 +61,15 @@ func (a *assumedPlacements) namespace(ns string) *namespacePlacements {
 }
 
 // decide runs place, the decision for vm, under its namespace's lock, on the namespace's VMs as
-// the cache shows them (cached) plus the placements still assumed. A decision that would change
+// the cache shows them (cached) plus the placements still assumed, and on the placed VMs of
+// other namespaces (elsewhere, from the cache) plus theirs. A decision that would change
 // recorded, vm's placement in its status, is assumed until the cache shows it; the caller
 // settles the returned assumption once it knows whether its pass wrote that placement.
-func (a *assumedPlacements) decide(vm *banlieuev1.VirtualMachine, recorded *banlieuev1.ScheduledPlacement, cached []banlieuev1.VirtualMachine,
-	place func(siblings []banlieuev1.VirtualMachine) (decision, error)) (decision, *assumption, error) {
+func (a *assumedPlacements) decide(vm *banlieuev1.VirtualMachine, recorded *banlieuev1.ScheduledPlacement, cached, elsewhere []banlieuev1.VirtualMachine,
+	place func(siblings, elsewhere []banlieuev1.VirtualMachine) (decision, error)) (decision, *assumption, error) {
+	a.deciding.Lock()
+	defer a.deciding.Unlock()
+	elsewhere = a.assumedElsewhere(vm.Namespace, elsewhere)
 	np := a.namespace(vm.Namespace)
 	np.mu.Lock()
 	defer np.mu.Unlock()
@@ -72,7 +81,7 @@ func (a *assumedPlacements) decide(vm *banlieuev1.VirtualMachine, recorded *banl
 	for _, name := range done {
 		delete(np.byName, name)
 	}
-	d, err := place(view)
+	d, err := place(view, elsewhere)
 	if err != nil {
 		return d, nil, err
 	}
@@ -87,6 +96,40 @@ func (a *assumedPlacements) decide(vm *banlieuev1.VirtualMachine, recorded *banl
 	}
 	np.byName[vm.Name] = assumedPlacement{placement: next, seq: np.seq}
 	return d, as, nil
+}
+
+// assumedElsewhere is cached, the placed VMs of namespaces other than ns, plus a VM holding
+// each placement those namespaces have assumed and cached does not show yet. It runs under
+// a.deciding, so no other decision holds a namespace's lock meanwhile.
+func (a *assumedPlacements) assumedElsewhere(ns string, cached []banlieuev1.VirtualMachine) []banlieuev1.VirtualMachine {
+	a.mu.Lock()
+	others := make(map[string]*namespacePlacements, len(a.namespaces))
+	for name, np := range a.namespaces {
+		if name != ns {
+			others[name] = np
+		}
+	}
+	a.mu.Unlock()
+	shown := make(map[[2]string]*banlieuev1.ScheduledPlacement, len(cached))
+	for i := range cached {
+		shown[[2]string{cached[i].Namespace, cached[i].Name}] = cached[i].Status.Scheduled
+	}
+	out := cached
+	for name, np := range others {
+		np.mu.Lock()
+		for vmName, e := range np.byName {
+			if s := shown[[2]string{name, vmName}]; s != nil && placementDrift(s, e.placement) == "" {
+				continue
+			}
+			held := banlieuev1.VirtualMachine{}
+			held.Namespace, held.Name = name, vmName
+			p := e.placement
+			held.Status.Scheduled = &p
+			out = append(slices.Clip(out), held)
+		}
+		np.mu.Unlock()
+	}
+	return out
 }
 
 // settle keeps the assumption when written, the placement its pass wrote (nil: it wrote none),

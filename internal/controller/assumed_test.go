@@ -89,7 +89,7 @@ func TestAssumeAndSettle(t *testing.T) {
 	decide := func(name string, cached []banlieuev1.VirtualMachine) (string, *assumption) {
 		t.Helper()
 		vm := testVM(name, withAntiAffinity("required"))
-		d, as, err := assumed.decide(vm, nil, cached, func(siblings []banlieuev1.VirtualMachine) (decision, error) {
+		d, as, err := assumed.decide(vm, nil, cached, nil, func(siblings, _ []banlieuev1.VirtualMachine) (decision, error) {
 			return schedule(scheduleInput{VM: vm, Class: testClass(), Image: image, Providers: providers, Siblings: siblings})
 		})
 		if err != nil {

@@ -32,6 +32,12 @@ type scheduleInput struct {
 	NamespaceLabels map[string]string
 	// Siblings are the VMs of the VM's namespace, the VM itself included or not.
 	Siblings []banlieuev1.VirtualMachine
+	// Elsewhere are the placed VMs of other namespaces on the candidate Providers (shared
+	// ones); with the siblings they are what each failure domain has allocated.
+	Elsewhere []banlieuev1.VirtualMachine
+	// Classes are the VMClasses of placements recorded without their cpus and memoryMiB, by
+	// name.
+	Classes map[string]*banlieuev1.VMClass
 }
 
 // decision is where a VM goes and what its class names resolve to there.
@@ -40,6 +46,8 @@ type decision struct {
 	FailureDomain    banlieuev1.FailureDomain
 	ResolvedStorage  []banlieuev1.ResolvedMapping
 	ResolvedNetworks []banlieuev1.ResolvedMapping
+	// Demand is what the VM takes there.
+	Demand demand
 }
 
 // placement is the decision as status.scheduled records it, without the time.
@@ -51,6 +59,8 @@ func (d decision) placement() banlieuev1.ScheduledPlacement {
 		FailureDomain:     d.FailureDomain.Name,
 		ResolvedStorage:   d.ResolvedStorage,
 		ResolvedNetworks:  d.ResolvedNetworks,
+		CPUs:              int32(d.Demand.cpus),
+		MemoryMiB:         int32(d.Demand.memoryMiB),
 	}
 }
 
@@ -181,18 +191,89 @@ func schedule(in scheduleInput) (decision, error) {
 			fmt.Sprintf("required anti-affinity left no failure domain: %s", affinity)}
 	}
 
+	need := classDemand(in.Class)
+	if c, ok := recordedCandidate(in.VM, allowed); ok {
+		// A placed VM stays where it is while the filters above still allow it: capacity and
+		// cordons only decide where new placements go, and scoring again would move VMs about
+		// as the fleet's load changes.
+		return decisionFor(in, c, need), nil
+	}
+	allowed, err := schedulable(in.VM, allowed)
+	if err != nil {
+		return decision{}, err
+	}
+	used := allocations(in.VM, append(slices.Clip(siblings), in.Elsewhere...), in.Classes)
+	fits := make([]fit, len(allowed))
+	var room []int
+	for i, c := range allowed {
+		fits[i] = fitOf(c, used)
+		if fits[i].holds(need) {
+			room = append(room, i)
+		}
+	}
+	if len(room) == 0 {
+		return decision{}, insufficient(in.VM, in.Class, need, allowed, fits)
+	}
+
 	// Candidates are already in (own namespace first, provider name, namespace, FD name)
-	// order; a stable sort on the preferred score keeps that order among equals.
-	slices.SortStableFunc(allowed, func(a, b candidate) int {
-		return preferredScore(placement.AntiAffinity, a.fd, siblings) - preferredScore(placement.AntiAffinity, b.fd, siblings)
+	// order; a stable sort on the preferred anti-affinity score, then the strategy's load,
+	// keeps that order among equals.
+	binpack := placement.Strategy == banlieuev1.PlacementBinpack
+	slices.SortStableFunc(room, func(a, b int) int {
+		pa := preferredScore(placement.AntiAffinity, allowed[a].fd, siblings)
+		pb := preferredScore(placement.AntiAffinity, allowed[b].fd, siblings)
+		la, lb := fits[a].load(need), fits[b].load(need)
+		if binpack {
+			la, lb = lb, la
+		}
+		return cmp.Or(cmp.Compare(pa, pb), cmp.Compare(la, lb))
 	})
-	chosen := allowed[0]
+	return decisionFor(in, allowed[room[0]], need), nil
+}
+
+func decisionFor(in scheduleInput, c candidate, need demand) decision {
 	return decision{
-		Provider:         chosen.provider,
-		FailureDomain:    chosen.fd,
-		ResolvedStorage:  resolveStorage(in.Class, chosen.provider),
-		ResolvedNetworks: resolveNetworks(in.Class, chosen.provider),
-	}, nil
+		Provider:         c.provider,
+		FailureDomain:    c.fd,
+		ResolvedStorage:  resolveStorage(in.Class, c.provider),
+		ResolvedNetworks: resolveNetworks(in.Class, c.provider),
+		Demand:           need,
+	}
+}
+
+// recordedCandidate is the candidate the VM's recorded placement names, if it is still one.
+func recordedCandidate(vm *banlieuev1.VirtualMachine, cands []candidate) (candidate, bool) {
+	s := vm.Status.Scheduled
+	if s == nil {
+		return candidate{}, false
+	}
+	ns := cmp.Or(s.ProviderNamespace, vm.Namespace)
+	for _, c := range cands {
+		if c.provider.Name == s.ProviderName && c.provider.Namespace == ns && c.fd.Name == s.FailureDomain {
+			return c, true
+		}
+	}
+	return candidate{}, false
+}
+
+// schedulable drops the candidates of cordoned Providers (spec.unschedulable).
+func schedulable(vm *banlieuev1.VirtualMachine, cands []candidate) ([]candidate, error) {
+	var (
+		out      []candidate
+		cordoned rejectReasons
+	)
+	for _, c := range cands {
+		if c.provider.Spec.Unschedulable {
+			cordoned.add(providerLabel(vm, c.provider))
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, &scheduleError{banlieuev1.ReasonProviderUnschedulable,
+			fmt.Sprintf("every Provider that could hold the VM is cordoned (spec.unschedulable): %s", cordoned)}
+	}
+	return out, nil
 }
 
 // rejectFailureDomain runs the scheduler's filters (docs/guides/libvirt-provider.md, "7. Run a VM") on one failure domain (the image

@@ -371,7 +371,8 @@ func TestScheduleResolvesMappings(t *testing.T) {
 	if !reflect.DeepEqual(d.ResolvedNetworks, wantNetworks) {
 		t.Errorf("networks = %+v, want %+v", d.ResolvedNetworks, wantNetworks)
 	}
-	want := banlieuev1.ScheduledPlacement{ProviderName: "a", ProviderNamespace: testNS, ProviderClass: "libvirt", FailureDomain: "a", ResolvedStorage: wantStorage, ResolvedNetworks: wantNetworks}
+	want := banlieuev1.ScheduledPlacement{ProviderName: "a", ProviderNamespace: testNS, ProviderClass: "libvirt", FailureDomain: "a", ResolvedStorage: wantStorage, ResolvedNetworks: wantNetworks,
+		CPUs: 2, MemoryMiB: 2048}
 	if got := d.placement(); !reflect.DeepEqual(got, want) {
 		t.Errorf("placement = %+v, want %+v", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -95,8 +96,15 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("vmimage-ready").
 		For(&banlieuev1.VMImage{}).
+		// A Provider deleted leaves rows in the images, which the reconciler removes.
+		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(allImages(mgr.GetClient())),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return true },
+			})).
 		WithOptions(app.ControllerOptions(opts.Workers)).
-		Complete(&vmImageReconciler{client: mgr.GetClient()}); err != nil {
+		Complete(&vmImageReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("creating vmimage controller: %w", err)
 	}
 
@@ -125,6 +133,21 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("creating libvirtcluster controller: %w", err)
 	}
 	return nil
+}
+
+// allImages enqueues every VMImage.
+func allImages(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var images banlieuev1.VMImageList
+		if err := c.List(ctx, &images); err != nil {
+			return nil // the images' own resync removes the rows later
+		}
+		out := make([]reconcile.Request, 0, len(images.Items))
+		for _, img := range images.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&img)})
+		}
+		return out
+	}
 }
 
 // vmMapper finds the VMs an event on another object concerns.

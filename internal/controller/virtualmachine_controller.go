@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +108,10 @@ type vmInputs struct {
 	// select on.
 	nsLabels map[string]string
 	siblings []banlieuev1.VirtualMachine
+	// elsewhere are the VMs of other namespaces placed on the candidate Providers.
+	elsewhere []banlieuev1.VirtualMachine
+	// legacyClasses are the classes of placements recorded without cpus and memoryMiB.
+	legacyClasses map[string]*banlieuev1.VMClass
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
@@ -126,9 +131,9 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		return 0, nil, reconcile.TerminalError(errors.New(msg))
 	}
 
-	d, assumed, err := r.assumed.decide(vm, status.Scheduled, in.siblings, func(siblings []banlieuev1.VirtualMachine) (decision, error) {
+	d, assumed, err := r.assumed.decide(vm, status.Scheduled, in.siblings, in.elsewhere, func(siblings, elsewhere []banlieuev1.VirtualMachine) (decision, error) {
 		return schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
-			NamespaceLabels: in.nsLabels, Siblings: siblings})
+			NamespaceLabels: in.nsLabels, Siblings: siblings, Elsewhere: elsewhere, Classes: in.legacyClasses})
 	})
 	if err != nil {
 		var se *scheduleError
@@ -224,7 +229,66 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 		return in, fmt.Errorf("listing VirtualMachines: %w", err)
 	}
 	in.siblings = siblings.Items
-	return in, nil
+	elsewhere, err := r.placedElsewhere(ctx, vm.Namespace, in.providers)
+	if err != nil {
+		return in, err
+	}
+	in.elsewhere = elsewhere
+	legacy, err := r.legacyClasses(ctx, in.siblings, elsewhere)
+	in.legacyClasses = legacy
+	return in, err
+}
+
+// placedElsewhere are the VMs of namespaces other than ns placed on the shared Providers among
+// providers. Only a Provider with allowedNamespaces holds other namespaces' VMs, so a namespace
+// whose candidates are its own unshared Providers lists nothing more.
+func (r *virtualMachineReconciler) placedElsewhere(ctx context.Context, ns string, providers []banlieuev1.Provider) ([]banlieuev1.VirtualMachine, error) {
+	shared := map[string]bool{}
+	for i := range providers {
+		if providers[i].Spec.AllowedNamespaces != nil || providers[i].Namespace != ns {
+			shared[providers[i].Namespace+"/"+providers[i].Name] = true
+		}
+	}
+	if len(shared) == 0 {
+		return nil, nil
+	}
+	var all banlieuev1.VirtualMachineList
+	if err := r.client.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the VirtualMachines placed on shared Providers: %w", err)
+	}
+	var out []banlieuev1.VirtualMachine
+	for _, vm := range all.Items {
+		if s := vm.Status.Scheduled; vm.Namespace != ns && s != nil && shared[cmp.Or(s.ProviderNamespace, vm.Namespace)+"/"+s.ProviderName] {
+			out = append(out, vm)
+		}
+	}
+	return out, nil
+}
+
+// legacyClasses reads the classes of the placements recorded before placements recorded their
+// cpus and memoryMiB, so that the scheduler counts what those VMs take.
+func (r *virtualMachineReconciler) legacyClasses(ctx context.Context, lists ...[]banlieuev1.VirtualMachine) (map[string]*banlieuev1.VMClass, error) {
+	var out map[string]*banlieuev1.VMClass
+	for _, vms := range lists {
+		for i := range vms {
+			s := vms[i].Status.Scheduled
+			name := vms[i].Spec.ClassRef.Name
+			if s == nil || s.CPUs != 0 || s.MemoryMiB != 0 || out[name] != nil {
+				continue
+			}
+			var c banlieuev1.VMClass
+			if err := r.client.Get(ctx, client.ObjectKey{Name: name}, &c); apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return nil, fmt.Errorf("getting VMClass %s of a placed VM: %w", name, err)
+			}
+			if out == nil {
+				out = map[string]*banlieuev1.VMClass{}
+			}
+			out[name] = &c
+		}
+	}
+	return out, nil
 }
 
 // confirmFresh returns errStaleRead when a placement would be recorded or changed from a cached

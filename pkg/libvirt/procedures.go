@@ -9,6 +9,7 @@ type procedure int32
 const (
 	procConnectOpen                procedure = 1
 	procConnectClose               procedure = 2
+	procNodeGetInfo                procedure = 6
 	procConnectGetCapabilities     procedure = 7
 	procDomainDestroy              procedure = 12
 	procDomainGetXMLDesc           procedure = 14
@@ -26,6 +27,7 @@ const (
 	procStoragePoolDestroy         procedure = 80
 	procStoragePoolRefresh         procedure = 83
 	procStoragePoolLookupByName    procedure = 84
+	procStoragePoolGetInfo         procedure = 87
 	procStorageVolCreateXML        procedure = 93
 	procStorageVolDelete           procedure = 94
 	procStorageVolLookupByName     procedure = 95
@@ -65,6 +67,7 @@ const (
 var procedureNames = map[procedure]string{
 	procConnectOpen:                "CONNECT_OPEN",
 	procConnectClose:               "CONNECT_CLOSE",
+	procNodeGetInfo:                "NODE_GET_INFO",
 	procConnectGetCapabilities:     "CONNECT_GET_CAPABILITIES",
 	procDomainDestroy:              "DOMAIN_DESTROY",
 	procDomainGetXMLDesc:           "DOMAIN_GET_XML_DESC",
@@ -82,6 +85,7 @@ var procedureNames = map[procedure]string{
 	procStoragePoolDestroy:         "STORAGE_POOL_DESTROY",
 	procStoragePoolRefresh:         "STORAGE_POOL_REFRESH",
 	procStoragePoolLookupByName:    "STORAGE_POOL_LOOKUP_BY_NAME",
+	procStoragePoolGetInfo:         "STORAGE_POOL_GET_INFO",
 	procStorageVolCreateXML:        "STORAGE_VOL_CREATE_XML",
 	procStorageVolDelete:           "STORAGE_VOL_DELETE",
 	procStorageVolLookupByName:     "STORAGE_VOL_LOOKUP_BY_NAME",

@@ -179,6 +179,12 @@ func invalidCases() []invalidCase {
 			[]string{"spec.connection.caBundle", "caBundle: set exactly one of inline, configMapRef and secretRef"}},
 		{"duplicate storage class", validProvider, setTo("spec.capabilities.storageClasses",
 			[]any{map[string]any{"name": "a"}, map[string]any{"name": "a"}}), []string{"spec.capabilities.storageClasses[1]: Duplicate value"}},
+		{"cpu allocation below 10 %", validProvider, setTo("spec.overcommit", map[string]any{"cpuAllocationPercent": int64(5)}),
+			[]string{"spec.overcommit.cpuAllocationPercent"}},
+		{"memory allocation above 400 %", validProvider, setTo("spec.overcommit", map[string]any{"memoryAllocationPercent": int64(500)}),
+			[]string{"spec.overcommit.memoryAllocationPercent"}},
+		{"negative reserved memory", validProvider, setTo("spec.overcommit", map[string]any{"reservedMemoryMiB": int64(-1)}),
+			[]string{"spec.overcommit.reservedMemoryMiB"}},
 		// ProviderClass
 		{"providerclass backend with uppercase", validProviderClass, setTo("spec.backend", "Libvirt"), []string{"spec.backend"}},
 		{"providerclass without image tag", validProviderClass, setTo("spec.image.tag", ""), []string{"spec.image.tag"}},
@@ -247,6 +253,8 @@ func invalidCases() []invalidCase {
 		{"vm anti-affinity bad mode", validVirtualMachine, setTo("spec.placement", map[string]any{"antiAffinity": []any{
 			map[string]any{"topologyKey": "name", "labelSelector": map[string]any{}, "mode": "maybe"}}}),
 			[]string{"spec.placement.antiAffinity[0].mode: Unsupported value"}},
+		{"vm unknown placement strategy", validVirtualMachine, setTo("spec.placement", map[string]any{"strategy": "Random"}),
+			[]string{"spec.placement.strategy: Unsupported value"}},
 		{"vm selector bad operator", validVirtualMachine, setTo("spec.placement", map[string]any{"providerSelector": map[string]any{
 			"matchExpressions": []any{map[string]any{"key": "a", "operator": "Near"}}}}),
 			[]string{"spec.placement.providerSelector.matchExpressions[0].operator: Unsupported value"}},

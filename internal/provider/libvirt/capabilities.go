@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 // Target keys of the libvirt capability mappings.
@@ -22,6 +23,12 @@ type hostInventory struct {
 	domainType string
 	// libVersion is libvirtd's version (major*1_000_000 + minor*1000 + release).
 	libVersion uint64
+	// cpus and memoryKiB are the host's size (NODE_GET_INFO).
+	cpus      int32
+	memoryKiB uint64
+	// poolSizes are the sizes of the pools the Provider maps, by pool name; a pool not running
+	// has none.
+	poolSizes map[string]libvirt.StoragePoolInfo
 }
 
 // narrowed is the declared capabilities cut down to what the host has.
@@ -94,7 +101,39 @@ func failureDomain(p *banlieuev1.Provider, host hostInventory, n narrowed) banli
 				"libvirtVersion": formatLibVersion(host.libVersion),
 			},
 		},
+		Capacity: capacity(host),
 	}
+}
+
+// capacity is the host's size as the failure domain publishes it: memory in MiB, pools in
+// whole GiB rounded down, so that only a change of that size makes the probe write.
+func capacity(host hostInventory) *banlieuev1.FailureDomainCapacity {
+	if host.cpus == 0 {
+		return nil // not read: the scheduler then checks no capacity
+	}
+	c := &banlieuev1.FailureDomainCapacity{CPUs: host.cpus, MemoryMiB: int64(host.memoryKiB >> 10)}
+	names := make([]string, 0, len(host.poolSizes))
+	for name := range host.poolSizes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		info := host.poolSizes[name]
+		c.Pools = append(c.Pools, banlieuev1.PoolCapacity{Name: name,
+			CapacityGiB: int64(info.Capacity >> 30), AvailableGiB: int64(info.Available >> 30)})
+	}
+	return c
+}
+
+// mappedPools are the pools the Provider's storage classes name, each once.
+func mappedPools(caps banlieuev1.ProviderCapabilities) map[string]bool {
+	out := map[string]bool{}
+	for _, sc := range caps.StorageClasses {
+		if pool, ok := sc.Target[targetPool]; ok {
+			out[pool] = true
+		}
+	}
+	return out
 }
 
 func setOf(names []string) map[string]bool {

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 // guideCapabilities are the capabilities of the guide's libvirt-edge-host-7.
@@ -107,5 +108,27 @@ func TestFailureDomain(t *testing.T) {
 	}
 	if !reflect.DeepEqual(fd, want) {
 		t.Errorf("got %+v\nwant %+v", fd, want)
+	}
+}
+
+// The probe publishes the host's memory in MiB and its mapped pools' sizes in whole GiB,
+// rounded down, in pool-name order; a host whose size was not read publishes none.
+func TestCapacity(t *testing.T) {
+	if got := capacity(hostInventory{}); got != nil {
+		t.Errorf("no node info: capacity = %+v, want nil", got)
+	}
+	host := hostInventory{cpus: 16, memoryKiB: 24<<20 + 1023, poolSizes: map[string]libvirt.StoragePoolInfo{
+		"nvme-pool": {State: libvirt.StoragePoolRunning, Capacity: 2<<40 + 1, Available: 3<<30 - 1},
+		"default":   {State: libvirt.StoragePoolRunning, Capacity: 100 << 30, Available: 40 << 30},
+	}}
+	want := &banlieuev1.FailureDomainCapacity{CPUs: 16, MemoryMiB: 24 << 10, Pools: []banlieuev1.PoolCapacity{
+		{Name: "default", CapacityGiB: 100, AvailableGiB: 40},
+		{Name: "nvme-pool", CapacityGiB: 2048, AvailableGiB: 2},
+	}}
+	if got := capacity(host); !reflect.DeepEqual(got, want) {
+		t.Errorf("capacity = %+v, want %+v", got, want)
+	}
+	if got := mappedPools(guideCapabilities); !reflect.DeepEqual(got, map[string]bool{"nvme-pool": true, "default": true}) {
+		t.Errorf("mappedPools = %v", got)
 	}
 }

@@ -169,7 +169,7 @@ func (r *ProviderReconciler) probe(ctx context.Context, p *banlieuev1.Provider) 
 	if err != nil {
 		return hostInventory{}, err
 	}
-	host, err := inventory(ctx, c)
+	host, err := inventory(ctx, c, mappedPools(p.Spec.Capabilities))
 	if err != nil {
 		// The connection may be the problem; the next attempt dials afresh.
 		r.Connections.Forget(key)
@@ -230,7 +230,9 @@ func closedOnPurpose(err error) bool {
 	return errors.As(err, &ce) && errors.Is(ce.Err, libvirt.ErrConnectionClosed)
 }
 
-func inventory(ctx context.Context, c *libvirt.Client) (hostInventory, error) {
+// inventory reads what the host offers. Its cost is bounded whatever the host runs: five calls,
+// and one STORAGE_POOL_GET_INFO per pool the Provider maps (mapped).
+func inventory(ctx context.Context, c *libvirt.Client, mapped map[string]bool) (hostInventory, error) {
 	var host hostInventory
 	var err error
 	if host.libVersion, err = c.LibVersion(ctx); err != nil {
@@ -242,7 +244,25 @@ func inventory(ctx context.Context, c *libvirt.Client) (hostInventory, error) {
 	}
 	for _, pool := range pools {
 		host.pools = append(host.pools, pool.Name)
+		if !mapped[pool.Name] {
+			continue
+		}
+		info, err := c.StoragePoolGetInfo(ctx, pool)
+		if err != nil {
+			return host, fmt.Errorf("reading the size of storage pool %s: %w", pool.Name, err)
+		}
+		if info.State == libvirt.StoragePoolRunning {
+			if host.poolSizes == nil {
+				host.poolSizes = map[string]libvirt.StoragePoolInfo{}
+			}
+			host.poolSizes[pool.Name] = info
+		}
 	}
+	node, err := c.NodeGetInfo(ctx)
+	if err != nil {
+		return host, fmt.Errorf("reading the host's CPUs and memory: %w", err)
+	}
+	host.cpus, host.memoryKiB = node.CPUs, node.MemoryKiB
 	networks, err := c.ListAllNetworks(ctx)
 	if err != nil {
 		return host, fmt.Errorf("listing networks: %w", err)

@@ -197,6 +197,12 @@ func (s *providerSuite) testNarrowing(ctx context.Context, t *testing.T) {
 	if !strings.Contains(","+fd.Attributes.Raw["pools"]+",", ",default,") || !strings.Contains(fd.Attributes.Raw["networks"], "br-prod") {
 		t.Errorf("raw pools/networks: %+v", fd.Attributes.Raw)
 	}
+	// The host's size from NODE_GET_INFO, and the size of the mapped pool found (default; the
+	// missing nvme-pool has none).
+	if c := fd.Capacity; c == nil || c.CPUs < 1 || c.MemoryMiB < 64 || len(c.Pools) != 1 || c.Pools[0].Name != "default" ||
+		c.Pools[0].AvailableGiB > c.Pools[0].CapacityGiB {
+		t.Errorf("failure domain capacity: %+v", fd.Capacity)
+	}
 
 	// The administrator creates the pool on the host; nothing touches the Provider.
 	dir := filepath.Join(s.lab.Dir, "pools", "nvme-pool")

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+)
+
+// demand is what a VM takes on the failure domain it is placed on.
+type demand struct {
+	cpus      int64
+	memoryMiB int64
+}
+
+// fdKey names a failure domain across Providers and namespaces.
+type fdKey struct {
+	namespace, provider, fd string
+}
+
+// allowance is what a failure domain may hold after its Provider's overcommit policy.
+type allowance struct {
+	cpus      int64 // vCPUs, cpus × cpuAllocationPercent / 100
+	memoryMiB int64 // (memory − reservedMemoryMiB) × memoryAllocationPercent / 100
+}
+
+// allowed is fd's allowance under p's overcommit policy, and false when fd publishes no
+// capacity (a provider that does not read it): such a domain is placed on unchecked.
+func allowed(p *banlieuev1.Provider, fd banlieuev1.FailureDomain) (allowance, bool) {
+	if fd.Capacity == nil {
+		return allowance{}, false
+	}
+	cpuPct, memPct, reserved := int64(banlieuev1.DefaultCPUAllocationPercent), int64(banlieuev1.DefaultMemoryAllocationPercent),
+		int64(banlieuev1.DefaultReservedMemoryMiB)
+	if o := p.Spec.Overcommit; o != nil {
+		if o.CPUAllocationPercent != nil {
+			cpuPct = int64(*o.CPUAllocationPercent)
+		}
+		if o.MemoryAllocationPercent != nil {
+			memPct = int64(*o.MemoryAllocationPercent)
+		}
+		if o.ReservedMemoryMiB != nil {
+			reserved = int64(*o.ReservedMemoryMiB)
+		}
+	}
+	return allowance{
+		cpus:      int64(fd.Capacity.CPUs) * cpuPct / 100,
+		memoryMiB: max(0, fd.Capacity.MemoryMiB-reserved) * memPct / 100,
+	}, true
+}
+
+// classDemand is what a VM of class takes.
+func classDemand(class *banlieuev1.VMClass) demand {
+	return demand{cpus: int64(class.Spec.Hardware.CPUs), memoryMiB: int64(class.Spec.Hardware.MemoryMiB)}
+}
+
+// placedDemand is what a placed VM takes: the figures its placement recorded, or, for a
+// placement recorded before they were, its class's (classes, by name); unknown, nothing.
+func placedDemand(vm *banlieuev1.VirtualMachine, classes map[string]*banlieuev1.VMClass) demand {
+	s := vm.Status.Scheduled
+	if s.CPUs != 0 || s.MemoryMiB != 0 {
+		return demand{cpus: int64(s.CPUs), memoryMiB: int64(s.MemoryMiB)}
+	}
+	if c, ok := classes[vm.Spec.ClassRef.Name]; ok {
+		return classDemand(c)
+	}
+	return demand{}
+}
+
+// allocations sums, per failure domain, what the placed VMs take, the VM being decided (by
+// namespace and name) excluded: its own placement is never in its way. A VM listed twice (a
+// move assumed but not yet written) counts in both places.
+func allocations(self *banlieuev1.VirtualMachine, placed []banlieuev1.VirtualMachine,
+	classes map[string]*banlieuev1.VMClass) map[fdKey]demand {
+	out := map[fdKey]demand{}
+	for i := range placed {
+		vm := &placed[i]
+		s := vm.Status.Scheduled
+		if s == nil || (vm.Namespace == self.Namespace && vm.Name == self.Name) {
+			continue
+		}
+		k := fdKey{namespace: cmp.Or(s.ProviderNamespace, vm.Namespace), provider: s.ProviderName, fd: s.FailureDomain}
+		d := placedDemand(vm, classes)
+		sum := out[k]
+		sum.cpus += d.cpus
+		sum.memoryMiB += d.memoryMiB
+		out[k] = sum
+	}
+	return out
+}
+
+// fit is one candidate's room for the VM.
+type fit struct {
+	known     bool // the failure domain publishes its capacity
+	free      demand
+	allowance allowance
+	used      demand
+}
+
+func (f fit) holds(need demand) bool {
+	return !f.known || (need.cpus <= f.free.cpus && need.memoryMiB <= f.free.memoryMiB)
+}
+
+// load is the share of the allowance taken once the VM is placed, the mean of CPU and memory;
+// Spread picks the lowest, Binpack the highest. A domain of unknown capacity counts as empty.
+func (f fit) load(need demand) float64 {
+	if !f.known {
+		return 0
+	}
+	return (share(f.used.cpus+need.cpus, f.allowance.cpus) + share(f.used.memoryMiB+need.memoryMiB, f.allowance.memoryMiB)) / 2
+}
+
+func share(used, allowed int64) float64 {
+	if allowed <= 0 {
+		return 1
+	}
+	return float64(used) / float64(allowed)
+}
+
+func fitOf(c candidate, used map[fdKey]demand) fit {
+	a, ok := allowed(c.provider, c.fd)
+	if !ok {
+		return fit{}
+	}
+	u := used[fdKey{namespace: c.provider.Namespace, provider: c.provider.Name, fd: c.fd.Name}]
+	return fit{known: true, allowance: a, used: u, free: demand{cpus: a.cpus - u.cpus, memoryMiB: a.memoryMiB - u.memoryMiB}}
+}
+
+// insufficient explains why no candidate can hold need: for each resource no candidate has
+// enough of, the need and the most any has free; when each resource is free somewhere but
+// nowhere both, the best candidate for memory.
+func insufficient(vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, need demand, cands []candidate, fits []fit) *scheduleError {
+	bestCPU, bestMem := -1, -1
+	for i, f := range fits {
+		if bestCPU < 0 || f.free.cpus > fits[bestCPU].free.cpus {
+			bestCPU = i
+		}
+		if bestMem < 0 || f.free.memoryMiB > fits[bestMem].free.memoryMiB {
+			bestMem = i
+		}
+	}
+	where := func(i int) string { return providerLabel(vm, cands[i].provider) + "/" + cands[i].fd.Name }
+	var parts []string
+	if need.memoryMiB > fits[bestMem].free.memoryMiB {
+		parts = append(parts, fmt.Sprintf("memory: VMClass %s needs %d MiB, the most free on any failure domain is %d MiB (%s)",
+			class.Name, need.memoryMiB, max(0, fits[bestMem].free.memoryMiB), where(bestMem)))
+	}
+	if need.cpus > fits[bestCPU].free.cpus {
+		parts = append(parts, fmt.Sprintf("cpus: VMClass %s needs %d vCPUs, the most free on any failure domain is %d (%s)",
+			class.Name, need.cpus, max(0, fits[bestCPU].free.cpus), where(bestCPU)))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("memory and cpus: VMClass %s needs %d MiB and %d vCPUs, no failure domain has both free; %s has %d MiB and %d vCPUs free",
+			class.Name, need.memoryMiB, need.cpus, where(bestMem), fits[bestMem].free.memoryMiB, fits[bestMem].free.cpus))
+	}
+	msg := "no failure domain has room for the VM (after its Provider's overcommit, counting the VMs placed there): " + parts[0]
+	if len(parts) > 1 {
+		msg += "; " + parts[1]
+	}
+	return &scheduleError{banlieuev1.ReasonInsufficientCapacity, msg}
+}

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
+)
+
+// sizedProvider is the guide's Provider whose failure domain publishes a host of cpus and
+// memoryMiB, as the libvirt provider does after its probe.
+func (s *suite) sizedProvider(ctx context.Context, t *testing.T, ns, name string, cpus int32, memoryMiB int64) {
+	t.Helper()
+	s.provider(ctx, t, ns, name, "libvirt")
+	var p banlieuev1.Provider
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	status := p.Status.DeepCopy()
+	status.Workload = nil
+	status.FailureDomains[0].Capacity = &banlieuev1.FailureDomainCapacity{CPUs: cpus, MemoryMiB: memoryMiB}
+	if err := ssa.ApplyStatus(ctx, s.c, &p, status, providerManager); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testCapacity: a VM too large for every host is refused InsufficientCapacity; a burst of six
+// VMs over three equal hosts is spread two per host; a cordoned host takes no new VM and keeps
+// its own.
+func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
+	ns := "ns-m"
+	s.namespace(ctx, t, ns)
+	hosts := []string{"kvm-c", "kvm-a", "kvm-b"}
+	var rows []banlieuev1.ProviderImageStatus
+	for _, h := range hosts {
+		s.sizedProvider(ctx, t, ns, h, 8, 16384)
+		rows = append(rows, readyRowIn(ns, h))
+	}
+	s.image(ctx, t, "img-m", banlieuev1.InstallImmediate, rows...)
+	huge := guideClass("huge-m", false)
+	huge.Spec.Hardware.MemoryMiB = 200000
+	s.create(ctx, t, huge)
+
+	s.create(ctx, t, guideVM(ns, "big", "huge-m", "img-m", nil))
+	vm := s.waitVM(ctx, t, ns, "big", "Scheduled=False InsufficientCapacity", func(vm *banlieuev1.VirtualMachine) bool {
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonInsufficientCapacity)
+	})
+	msg := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled).Message
+	for _, want := range []string{"memory", "needs 200000 MiB", "15360 MiB"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("InsufficientCapacity message %q lacks %q", msg, want)
+		}
+	}
+	s.expectNoMachine(ctx, t, ns, "big")
+
+	for i := range 6 {
+		s.create(ctx, t, guideVM(ns, fmt.Sprintf("web-%02d", i), "small", "img-m", nil))
+	}
+	per := s.placements(ctx, t, ns, "web-", 6)
+	for _, h := range hosts {
+		if per[h] != 2 {
+			t.Fatalf("placements per host = %v, want two on each of %v", per, hosts)
+		}
+	}
+
+	// Cordoned, all three: a new VM is refused, which also shows the controller's cache has
+	// seen the cordons before kvm-b and kvm-c are opened again.
+	for _, h := range hosts {
+		s.patchProvider(ctx, t, ns, h, func(p *banlieuev1.Provider) { p.Spec.Unschedulable = true })
+	}
+	s.create(ctx, t, guideVM(ns, "late-00", "small", "img-m", nil))
+	s.waitVM(ctx, t, ns, "late-00", "Scheduled=False ProviderUnschedulable", func(vm *banlieuev1.VirtualMachine) bool {
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonProviderUnschedulable)
+	})
+	for _, h := range []string{"kvm-b", "kvm-c"} {
+		s.patchProvider(ctx, t, ns, h, func(p *banlieuev1.Provider) { p.Spec.Unschedulable = false })
+	}
+	for i := 1; i < 4; i++ {
+		s.create(ctx, t, guideVM(ns, fmt.Sprintf("late-%02d", i), "small", "img-m", nil))
+	}
+	if late := s.placements(ctx, t, ns, "late-", 4); late["kvm-a"] != 0 {
+		t.Fatalf("placements after cordoning kvm-a = %v, want none on kvm-a", late)
+	}
+	if per := s.placements(ctx, t, ns, "web-", 6); per["kvm-a"] != 2 {
+		t.Fatalf("the VMs on cordoned kvm-a moved: %v", per)
+	}
+}
+
+func (s *suite) patchProvider(ctx context.Context, t *testing.T, ns, name string, mutate func(*banlieuev1.Provider)) {
+	t.Helper()
+	var p banlieuev1.Provider
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	orig := p.DeepCopy()
+	mutate(&p)
+	if err := s.c.Patch(ctx, &p, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// placements waits until n VMs named prefix* of ns are scheduled and counts them per Provider.
+func (s *suite) placements(ctx context.Context, t *testing.T, ns, prefix string, n int) map[string]int {
+	t.Helper()
+	var per map[string]int
+	testenv.Eventually(t, 3*waitTimeout, fmt.Sprintf("%d VMs %s* scheduled", n, prefix), func() error {
+		var vms banlieuev1.VirtualMachineList
+		if err := s.c.List(ctx, &vms, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		per = map[string]int{}
+		placed := 0
+		for _, vm := range vms.Items {
+			if !strings.HasPrefix(vm.Name, prefix) || vm.Status.Scheduled == nil ||
+				!hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionTrue, banlieuev1.ReasonScheduled) {
+				continue
+			}
+			per[vm.Status.Scheduled.ProviderName]++
+			placed++
+		}
+		if placed != n {
+			return fmt.Errorf("%d of %d scheduled: %v", placed, n, per)
+		}
+		return nil
+	})
+	return per
+}
+
+// testRetiredRows: the rows a deleted Provider's process wrote into an image are removed; the
+// rows of Providers that exist stay.
+func (s *suite) testRetiredRows(ctx context.Context, t *testing.T) {
+	ns := "ns-n"
+	s.namespace(ctx, t, ns)
+	s.provider(ctx, t, ns, "stays", "libvirt")
+	s.provider(ctx, t, ns, "retired", "libvirt")
+	s.image(ctx, t, "img-n", banlieuev1.InstallImmediate, readyRowIn(ns, "stays"), readyRowIn(ns, "retired"))
+	// A row of a Provider that has existed in no namespace the cache knows, too.
+	s.imageRows(ctx, t, "img-n", readyRowIn(ns, "stays"), readyRowIn(ns, "retired"), readyRowIn("ns-n-gone", "elsewhere"))
+	if err := s.c.Delete(ctx, &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retired"}}); err != nil {
+		t.Fatal(err)
+	}
+	img := s.waitImage(ctx, t, "img-n", func(img *banlieuev1.VMImage) bool {
+		return len(img.Status.PerProvider) == 1
+	})
+	if row := img.Status.PerProvider[0]; row.ProviderName != "stays" || row.ProviderNamespace != ns {
+		t.Fatalf("rows left = %+v, want the row of %s/stays", img.Status.PerProvider, ns)
+	}
+}
