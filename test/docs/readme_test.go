@@ -232,9 +232,7 @@ func issueFreeDocs(t *testing.T) []string {
 	return docs
 }
 
-var issueRefsAllowed = map[string]bool{
-	"docs/performance.md": true,
-}
+var issueRefsAllowed = map[string]bool{}
 
 // TestDocsCiteNoIssueNumbers: the documents are organised by topic, never by issue number.
 func TestDocsCiteNoIssueNumbers(t *testing.T) {
