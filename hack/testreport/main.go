@@ -86,7 +86,7 @@ func (r *report) handle(e event) {
 	}
 	if e.Action == "build-fail" {
 		r.failed = true
-		fmt.Fprintf(r.out, "# %s\n%s", e.ImportPath, r.buf(r.build, e.ImportPath).String())
+		_, _ = fmt.Fprintf(r.out, "# %s\n%s", e.ImportPath, r.buf(r.build, e.ImportPath).String())
 		return
 	}
 	if e.Package == "" {
@@ -120,7 +120,7 @@ func (r *report) testEnded(p *result, key string, e event) {
 	case "fail":
 		p.fail++
 		// A parent fails with its subtest: print the subtest's output once, the parent's line too.
-		fmt.Fprintf(r.out, "--- FAIL: %s %s (%.2fs)\n%s", e.Package, e.Test, e.Elapsed, r.output[key])
+		_, _ = fmt.Fprintf(r.out, "--- FAIL: %s %s (%.2fs)\n%s", e.Package, e.Test, e.Elapsed, r.output[key])
 	}
 	delete(r.output, key)
 }
@@ -135,16 +135,16 @@ func (r *report) packageEnded(p *result, e event) {
 		// the one below.
 		for _, line := range strings.SplitAfter(r.output[e.Package].String(), "\n") {
 			if line != "FAIL\n" && !strings.HasPrefix(line, "FAIL\t"+e.Package+"\t") {
-				fmt.Fprint(r.out, line)
+				_, _ = fmt.Fprint(r.out, line)
 			}
 		}
-		fmt.Fprintf(r.out, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
+		_, _ = fmt.Fprintf(r.out, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
 	case !p.hasTests:
 		// go test's own line: "?   pkg [no test files]" or "ok pkg [no tests to run]".
 		p.status = "none"
-		fmt.Fprint(r.out, r.output[e.Package])
+		_, _ = fmt.Fprint(r.out, r.output[e.Package])
 	default:
-		fmt.Fprintf(r.out, "ok  \t%s\t%.3fs\t%d passed, %d skipped\n", e.Package, e.Elapsed, p.pass, p.skip)
+		_, _ = fmt.Fprintf(r.out, "ok  \t%s\t%.3fs\t%d passed, %d skipped\n", e.Package, e.Elapsed, p.pass, p.skip)
 	}
 	delete(r.output, e.Package)
 	r.finished = append(r.finished, p)
@@ -158,7 +158,7 @@ func (r *report) read(in io.Reader) error {
 		var e event
 		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
 			// go test's own lines (e.g. a package that did not build, under -json before go 1.24)
-			fmt.Fprintf(r.out, "%s\n", line)
+			_, _ = fmt.Fprintf(r.out, "%s\n", line)
 			if strings.HasPrefix(string(line), "FAIL") {
 				r.failed = true
 			}
@@ -171,7 +171,7 @@ func (r *report) read(in io.Reader) error {
 	for name, p := range r.pkgs {
 		if p.status == "" {
 			r.failed = true
-			fmt.Fprintf(r.out, "%sFAIL\t%s\t(the stream ended before the package did)\n", r.output[name], name)
+			_, _ = fmt.Fprintf(r.out, "%sFAIL\t%s\t(the stream ended before the package did)\n", r.output[name], name)
 			p.status = "fail"
 			r.finished = append(r.finished, p)
 		}
@@ -185,7 +185,7 @@ func (r *report) writeSummary(path string) error {
 		return err
 	}
 	for _, p := range r.finished {
-		fmt.Fprintf(f, "%s %s %.1f %d %d %d\n", p.pkg, p.status, p.seconds, p.pass, p.fail, p.skip)
+		_, _ = fmt.Fprintf(f, "%s %s %.1f %d %d %d\n", p.pkg, p.status, p.seconds, p.pass, p.fail, p.skip)
 	}
 	return f.Close()
 }
@@ -216,19 +216,19 @@ func table(out io.Writer, paths []string) error {
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].seconds > rows[j].seconds })
 	var total result
-	fmt.Fprintf(out, "%-52s %-5s %8s %6s %6s %6s\n", "package", "", "seconds", "passed", "failed", "skipped")
+	_, _ = fmt.Fprintf(out, "%-52s %-5s %8s %6s %6s %6s\n", "package", "", "seconds", "passed", "failed", "skipped")
 	for _, r := range rows {
 		if r.status == "none" {
 			continue
 		}
-		fmt.Fprintf(out, "%-52s %-5s %8.1f %6d %6d %6d\n", r.pkg, r.status, r.seconds, r.pass, r.fail, r.skip)
+		_, _ = fmt.Fprintf(out, "%-52s %-5s %8.1f %6d %6d %6d\n", r.pkg, r.status, r.seconds, r.pass, r.fail, r.skip)
 		total.seconds += r.seconds
 		total.pass += r.pass
 		total.fail += r.fail
 		total.skip += r.skip
 	}
-	fmt.Fprintf(out, "%-52s %-5s %8.1f %6d %6d %6d\n", "all packages (seconds added up)", "", total.seconds, total.pass, total.fail, total.skip)
-	fmt.Fprintf(out, "tests: %d passed, %d failed, %d skipped\n", total.pass, total.fail, total.skip)
+	_, _ = fmt.Fprintf(out, "%-52s %-5s %8.1f %6d %6d %6d\n", "all packages (seconds added up)", "", total.seconds, total.pass, total.fail, total.skip)
+	_, _ = fmt.Fprintf(out, "tests: %d passed, %d failed, %d skipped\n", total.pass, total.fail, total.skip)
 	return nil
 }
 
@@ -238,19 +238,19 @@ func main() {
 	flag.Parse()
 	if *tableMode {
 		if err := table(os.Stdout, flag.Args()); err != nil {
-			fmt.Fprintln(os.Stderr, "testreport:", err)
+			_, _ = fmt.Fprintln(os.Stderr, "testreport:", err)
 			os.Exit(2)
 		}
 		return
 	}
 	r := newReport(os.Stdout)
 	if err := r.read(os.Stdin); err != nil {
-		fmt.Fprintln(os.Stderr, "testreport: reading go test -json:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "testreport: reading go test -json:", err)
 		os.Exit(2)
 	}
 	if *summary != "" {
 		if err := r.writeSummary(*summary); err != nil {
-			fmt.Fprintln(os.Stderr, "testreport:", err)
+			_, _ = fmt.Fprintln(os.Stderr, "testreport:", err)
 			os.Exit(2)
 		}
 	}
