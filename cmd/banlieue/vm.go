@@ -162,18 +162,10 @@ func providerCommand(u *userFlags, use, short string, patch []byte) *cobra.Comma
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := u.client()
-			if err != nil {
+			if err := mergePatch(cmd, u, use, &banlieuev1.Provider{}, args[0], patch); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			p := &banlieuev1.Provider{}
-			p.Namespace, p.Name = ns, args[0]
-			if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
-				return fmt.Errorf("%s %s/%s: %w", use, ns, args[0], err)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "provider.banlieue.io/%s %sed\n", args[0], use)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "provider.banlieue.io/%s %sed\n", args[0], use)
 			return err
 		},
 	}
@@ -186,25 +178,33 @@ func specCommand(u *userFlags, use, short string, patch func(now time.Time) ([]b
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := u.client()
-			if err != nil {
-				return err
-			}
 			data, err := patch(time.Now())
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			vm := &banlieuev1.VirtualMachine{}
-			vm.Namespace, vm.Name = ns, args[0]
-			if err := c.Patch(ctx, vm, client.RawPatch(types.MergePatchType, data)); err != nil {
-				return fmt.Errorf("%s %s/%s: %w", use, ns, args[0], err)
+			if err := mergePatch(cmd, u, use, &banlieuev1.VirtualMachine{}, args[0], data); err != nil {
+				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "virtualmachine.banlieue.io/%s patched (%s)\n", args[0], data)
 			return err
 		},
 	}
+}
+
+// mergePatch writes data as a merge patch to obj, named name in the user's namespace, within 30 s.
+func mergePatch(cmd *cobra.Command, u *userFlags, use string, obj client.Object, name string, data []byte) error {
+	c, ns, err := u.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	obj.SetNamespace(ns)
+	obj.SetName(name)
+	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", use, ns, name, err)
+	}
+	return nil
 }
 
 // powerPatch sets spec.desiredPowerState.
