@@ -58,13 +58,7 @@ func TestClusterAPIManagerAggregation(t *testing.T) {
 		}
 	}
 
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfigOf(c.cfg), kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	// Only the aggregation controller: nothing else of kube-controller-manager's runs.
-	testenv.StartProcess(t, exec.Command(kcm, "--kubeconfig", kubeconfig, "--controllers", "clusterrole-aggregation",
-		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false"))
+	c.startAggregation(t, kcm)
 	start := time.Now()
 	testenv.Eventually(t, time.Minute, "the manager role aggregates banlieue-capi-manager", func() error {
 		var got rbacv1.ClusterRole
@@ -155,6 +149,18 @@ func kubeControllerManager(t *testing.T) string {
 }
 
 // kubeconfigOf is cfg (envtest's administrator, a client certificate) as a kubeconfig.
+// startAggregation runs kube-controller-manager (the binary kcm) against the cluster with only
+// its ClusterRole aggregation controller: nothing else of kube-controller-manager's runs.
+func (c *cluster) startAggregation(t *testing.T, kcm string) {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfigOf(c.cfg), kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartProcess(t, exec.Command(kcm, "--kubeconfig", kubeconfig, "--controllers", "clusterrole-aggregation",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false"))
+}
+
 func kubeconfigOf(cfg *rest.Config) *clientcmdapi.Config {
 	k := clientcmdapi.NewConfig()
 	k.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}

@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
@@ -61,12 +59,7 @@ func TestTenantRoles(t *testing.T) {
 		}
 	}
 
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfigOf(c.cfg), kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartProcess(t, exec.Command(kcm, "--kubeconfig", kubeconfig, "--controllers", "clusterrole-aggregation",
-		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false"))
+	c.startAggregation(t, kcm)
 	viewer, editor, owner := c.as(t, team, "viewer"), c.as(t, team, "editor"), c.as(t, team, "owner")
 	start := time.Now()
 	// admin is aggregated last (view into edit into admin); the console's role goes straight in.
