@@ -98,6 +98,12 @@ const (
 const (
 	// ReasonProviderChanged: the VM's Provider no longer matches it.
 	ReasonProviderChanged = "ProviderChanged"
+	// ReasonProviderDraining: the VM's Provider is being drained and the drain is moving the
+	// VM to another one.
+	ReasonProviderDraining = "ProviderDraining"
+	// ReasonNoHostFits: the VM's Provider is being drained and no other Provider can hold the
+	// VM; the message says why, and the VM stays where it is.
+	ReasonNoHostFits = "NoHostFits"
 	// ReasonFailureDomainChanged: the VM's failure domain no longer matches it.
 	ReasonFailureDomainChanged = "FailureDomainChanged"
 	// ReasonStorageMappingChanged: the Provider maps the VM's storage class elsewhere now.

@@ -5,6 +5,7 @@ import (
 )
 
 // ProviderSpec registers one hypervisor host (or endpoint) with banlieue.
+// +kubebuilder:validation:XValidation:rule="!has(self.drain) || (has(self.unschedulable) && self.unschedulable)",message="spec.drain needs spec.unschedulable: true (a Provider being drained is cordoned, or the VMs it moves away could be placed back on it)"
 type ProviderSpec struct {
 	// providerClassRef names the ProviderClass (for this backend: libvirt).
 	ProviderClassRef LocalObjectReference `json:"providerClassRef"`
@@ -32,6 +33,101 @@ type ProviderSpec struct {
 	// defaults of each field hold.
 	// +optional
 	Overcommit *ProviderOvercommit `json:"overcommit,omitempty"`
+	// drain moves the VMs placed on this cordoned Provider to other hosts, each as its
+	// migrationPolicy allows, and reports progress in status.drain
+	// (docs/guides/libvirt-provider.md, "Capacity and maintenance"). kubectl banlieue drain
+	// sets it with unschedulable; uncordon clears both.
+	// +optional
+	Drain *ProviderDrain `json:"drain,omitempty"`
+}
+
+// ProviderDrain asks for a Provider's VMs to be moved away.
+type ProviderDrain struct {
+	// maxConcurrent is how many VMs are moved at once. Unset: 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	MaxConcurrent *int32 `json:"maxConcurrent,omitempty"`
+}
+
+// Phases of a drain (ProviderDrainStatus.Phase).
+const (
+	// DrainDraining: VMs are being moved, or wait for a slot.
+	DrainDraining = "Draining"
+	// DrainBlocked: every VM left on the Provider is listed in blocked; the drain waits.
+	DrainBlocked = "Blocked"
+	// DrainDrained: no VM is placed on the Provider any more.
+	DrainDrained = "Drained"
+)
+
+// Events of a drain, on its Provider.
+const (
+	// ReasonDrainStarted: the controller first saw spec.drain.
+	ReasonDrainStarted = "DrainStarted"
+	// ReasonDrainMoving: the drain started moving a VM.
+	ReasonDrainMoving = "DrainMoving"
+	// ReasonDrainBlocked: the drain found a VM it cannot move (a Warning).
+	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonDrainCompleted: no VM is left on the drained Provider.
+	ReasonDrainCompleted = "DrainCompleted"
+)
+
+// Reasons a drain lists a VM it cannot move (DrainVM.Reason).
+const (
+	// ReasonDrainMigrationNever: the VM's migrationPolicy is never (or unset); banlieue does
+	// not carry a VM's disk to another host, so moving it would lose its data.
+	ReasonDrainMigrationNever = "MigrationPolicyNever"
+	// ReasonDrainAwaitingApproval: migrationPolicy manual, and the VM is not annotated
+	// banlieue.io/migrate=true.
+	ReasonDrainAwaitingApproval = "AwaitingApproval"
+	// ReasonDrainPaused: the VM is paused (spec.paused); nothing reconciles it.
+	ReasonDrainPaused = "Paused"
+	// ReasonDrainNoHostFits: no other Provider can hold the VM; the drain tries it again
+	// five minutes later.
+	ReasonDrainNoHostFits = ReasonNoHostFits
+)
+
+// DrainVM is a VM a drain moves or cannot move.
+type DrainVM struct {
+	// namespace of the VirtualMachine.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the VirtualMachine.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// reason is why the VM cannot move (blocked only).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+	// message says what would let it move (blocked only).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// since is when the VM started moving, or was found unable to.
+	Since metav1.Time `json:"since"`
+}
+
+// ProviderDrainStatus is a drain's progress, written by the controller.
+type ProviderDrainStatus struct {
+	// phase: Draining, Blocked or Drained.
+	// +kubebuilder:validation:Enum=Draining;Blocked;Drained
+	Phase string `json:"phase"`
+	// startedAt is when the controller first saw spec.drain.
+	StartedAt metav1.Time `json:"startedAt"`
+	// total is how many VMs were placed on the Provider when the drain started.
+	Total int32 `json:"total"`
+	// remaining is how many VMs are still placed on it.
+	Remaining int32 `json:"remaining"`
+	// moving are the VMs being moved now, at most spec.drain.maxConcurrent.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Moving []DrainVM `json:"moving,omitempty"`
+	// blocked are the VMs the drain cannot move, each with why.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	Blocked []DrainVM `json:"blocked,omitempty"`
 }
 
 // Defaults of ProviderOvercommit's fields.
@@ -238,6 +334,9 @@ type ProviderStatus struct {
 	// workload is written by the operator only.
 	// +optional
 	Workload *ProviderWorkload `json:"workload,omitempty"`
+	// drain is the progress of spec.drain, written by the controller only.
+	// +optional
+	Drain *ProviderDrainStatus `json:"drain,omitempty"`
 }
 
 // Provider registers one hypervisor host with banlieue.
@@ -249,6 +348,7 @@ type ProviderStatus struct {
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.connection.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=='Ready')].status`
 // +kubebuilder:printcolumn:name="Unschedulable",type=boolean,JSONPath=`.spec.unschedulable`,priority=1
+// +kubebuilder:printcolumn:name="Drain",type=string,JSONPath=`.status.drain.phase`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Provider struct {
 	metav1.TypeMeta   `json:",inline"`

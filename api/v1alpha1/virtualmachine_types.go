@@ -43,10 +43,13 @@ type VirtualMachineSpec struct {
 	// it next starts.
 	// +optional
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
-	// migrationPolicy says what happens when the placement decision changes. For libvirt use
-	// never.
+	// migrationPolicy says what happens when the placement decision changes or the VM's
+	// Provider is drained. banlieue does not yet carry a VM's disk to another host, so a move
+	// recreates the VM from its image there, with a new empty disk: recreate does so at once,
+	// manual once the VM is annotated banlieue.io/migrate=true, never (the default) does not
+	// move the VM. automatic is the former name of recreate.
 	// +optional
-	// +kubebuilder:validation:Enum=automatic;manual;never
+	// +kubebuilder:validation:Enum=recreate;automatic;manual;never
 	MigrationPolicy string `json:"migrationPolicy,omitempty"`
 	// userData is the guest's cloud-init user-data, read from a Secret or a ConfigMap key
 	// (default key user-data) in the VM's namespace. Placeholders ${VM_NAME}, ${FQDN}, ${IP},

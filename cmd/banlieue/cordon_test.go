@@ -3,20 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// kubectl banlieue cordon and uncordon, against the real API server: they set and remove the
-// Provider's spec.unschedulable and touch nothing else; a missing Provider is an error naming
-// it.
+// kubectl banlieue cordon, uncordon and drain, against the real API server: they set and remove
+// the Provider's spec.unschedulable and spec.drain and touch nothing else; a followed drain that
+// is Blocked is an error listing why; a missing Provider is an error naming it.
 func TestCordonAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -63,6 +67,37 @@ func TestCordonAgainstAPIServer(t *testing.T) {
 	if got := get(); got.Spec.Unschedulable {
 		t.Fatalf("after uncordon: spec.unschedulable still true")
 	}
+
+	// drain cordons and asks for the drain; followed, a Blocked drain is an error listing why.
+	if out, err := run("drain", "kvm-a", "--max-concurrent", "3", "--timeout", "0"); err != nil ||
+		out != "provider.banlieue.io/kvm-a cordoned, drain requested\n" {
+		t.Fatalf("drain: %q, %v", out, err)
+	}
+	if got := get(); !got.Spec.Unschedulable || got.Spec.Drain == nil || ptr.Deref(got.Spec.Drain.MaxConcurrent, 0) != 3 {
+		t.Fatalf("after drain: spec %+v", got.Spec)
+	}
+	if _, err := run("drain", "kvm-a", "--max-concurrent", "33"); err == nil || !strings.Contains(err.Error(), "--max-concurrent 33") {
+		t.Fatalf("drain --max-concurrent 33: %v", err)
+	}
+	blocked := &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainBlocked, StartedAt: metav1.Now(), Total: 3, Remaining: 1,
+		Blocked: []banlieuev1.DrainVM{{Namespace: "team-a", Name: "db-01", Reason: banlieuev1.ReasonDrainMigrationNever,
+			Message: "migrationPolicy never", Since: metav1.Now()}}}
+	if err := ssa.ApplyStatus(ctx, env.Client, get(), &banlieuev1.ProviderStatus{Drain: blocked}, banlieuev1.FieldManagerController); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := followDrain(ctx, env.Client, client.ObjectKeyFromObject(p), 10*time.Second, 100*time.Millisecond, &out)
+	if !errors.Is(err, errDrainBlocked) || !strings.Contains(out.String(), "Blocked: 1 of 3 VM(s) left, 1 blocked") ||
+		!strings.Contains(out.String(), "team-a/db-01 cannot move (MigrationPolicyNever)") {
+		t.Fatalf("following a blocked drain: %v; printed %q", err, out.String())
+	}
+	if out, err := run("uncordon", "kvm-a"); err != nil || out != "provider.banlieue.io/kvm-a uncordoned\n" {
+		t.Fatalf("uncordon: %q, %v", out, err)
+	}
+	if got := get(); got.Spec.Unschedulable || got.Spec.Drain != nil {
+		t.Fatalf("after uncordon of a drain: spec %+v", got.Spec)
+	}
+
 	if _, err := run("cordon", "absent"); err == nil || !strings.Contains(err.Error(), "cordon cordon/absent") ||
 		!strings.Contains(err.Error(), "not found") {
 		t.Fatalf("cordon of a missing Provider: %v", err)

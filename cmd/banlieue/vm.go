@@ -119,7 +119,7 @@ func rawTerminal(f *os.File) (func(), error) {
 }
 
 // newPluginCommand is the kubectl plugin's root: `kubectl banlieue
-// start|stop|restart|console|addresses` on VMs and `cordon|uncordon` on Providers.
+// start|stop|restart|console|addresses` on VMs and `cordon|uncordon|drain` on Providers.
 func newPluginCommand() *cobra.Command {
 	u := &userFlags{}
 	root := &cobra.Command{
@@ -140,18 +140,27 @@ func newPluginCommand() *cobra.Command {
 		newConsoleCommand(u),
 		newAddressesCommand(u),
 		providerCommand(u, "cordon", "Place no new VM on the Provider; its VMs stay (spec.unschedulable: true)", cordonPatch(true)),
-		providerCommand(u, "uncordon", "Place VMs on the Provider again (spec.unschedulable removed)", cordonPatch(false)),
+		providerCommand(u, "uncordon", "Place VMs on the Provider again, ending any drain (spec.unschedulable and spec.drain removed)", cordonPatch(false)),
+		newDrainCommand(u),
 	)
 	return root
 }
 
-// cordonPatch sets spec.unschedulable, or removes it.
+// cordonPatch sets spec.unschedulable, or removes it with spec.drain: an uncordoned Provider
+// cannot stay drained (the API refuses a drain without the cordon).
 func cordonPatch(cordon bool) []byte {
-	var v any
+	spec := map[string]any{"unschedulable": nil, "drain": nil}
 	if cordon {
-		v = true
+		spec = map[string]any{"unschedulable": true}
 	}
-	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": v}})
+	b, _ := json.Marshal(map[string]any{"spec": spec})
+	return b
+}
+
+// drainPatch cordons the Provider and asks for its drain.
+func drainPatch(maxConcurrent int32) []byte {
+	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": true,
+		"drain": map[string]any{"maxConcurrent": maxConcurrent}}})
 	return b
 }
 

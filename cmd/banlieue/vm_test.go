@@ -20,7 +20,8 @@ func TestPluginPatches(t *testing.T) {
 		{"stop", func() ([]byte, error) { return powerPatch(banlieuev1.PoweredOff) }, `{"spec":{"desiredPowerState":"PoweredOff"}}`},
 		{"restart", func() ([]byte, error) { return restartPatch(now) }, `{"spec":{"nextRestartTime":"2026-12-02T00:02:03Z"}}`},
 		{"cordon", func() ([]byte, error) { return cordonPatch(true), nil }, `{"spec":{"unschedulable":true}}`},
-		{"uncordon", func() ([]byte, error) { return cordonPatch(false), nil }, `{"spec":{"unschedulable":null}}`},
+		{"uncordon", func() ([]byte, error) { return cordonPatch(false), nil }, `{"spec":{"drain":null,"unschedulable":null}}`},
+		{"drain", func() ([]byte, error) { return drainPatch(3), nil }, `{"spec":{"drain":{"maxConcurrent":3},"unschedulable":true}}`},
 	} {
 		got, err := c.got()
 		if err != nil || string(got) != c.want {
@@ -45,7 +46,7 @@ func TestPluginCommands(t *testing.T) {
 	for _, c := range newPluginCommand().Commands() {
 		names = append(names, c.Name())
 	}
-	want := []string{"addresses", "console", "cordon", "restart", "start", "stop", "uncordon"}
+	want := []string{"addresses", "console", "cordon", "drain", "restart", "start", "stop", "uncordon"}
 	if len(names) != len(want) {
 		t.Fatalf("plugin commands %v, want %v", names, want)
 	}

@@ -7,7 +7,7 @@ package controller
 // Secrets and ConfigMaps are read for VirtualMachine userData only, by name (never listed or
 // watched). Secrets are also created, patched (server-side apply) and deleted: the per-machine
 // user-data Secrets (internal/userdata), never a user's. Providers are patched only to add and
-// remove the banlieue.io/provider-in-use finalizer.
+// remove the banlieue.io/provider-in-use finalizer, and their status only for status.drain.
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines;virtualmachinepools;virtualmachineclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
@@ -15,7 +15,7 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
-// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status;providers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
 // The LibvirtCluster, Cluster API's InfraCluster (libvirt_cluster.go), and its Cluster (paused).
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters,verbs=get;list;watch

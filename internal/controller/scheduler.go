@@ -38,6 +38,9 @@ type scheduleInput struct {
 	// Classes are the VMClasses of placements recorded without their cpus and memoryMiB, by
 	// name.
 	Classes map[string]*banlieuev1.VMClass
+	// Evict is set while the drain of the VM's Provider moves it: its recorded placement is
+	// not kept, so it is placed as a new VM would be (the drained Provider is cordoned).
+	Evict bool
 }
 
 // decision is where a VM goes and what its class names resolve to there.
@@ -192,7 +195,7 @@ func schedule(in scheduleInput) (decision, error) {
 	}
 
 	need := classDemand(in.Class)
-	if c, ok := recordedCandidate(in.VM, allowed); ok {
+	if c, ok := recordedCandidate(in.VM, allowed); ok && !in.Evict {
 		// A placed VM stays where it is while the filters above still allow it: capacity and
 		// cordons only decide where new placements go, and scoring again would move VMs about
 		// as the fleet's load changes.

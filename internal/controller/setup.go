@@ -44,7 +44,8 @@ type Options struct {
 	Workers int
 }
 
-// Setup registers the VirtualMachine, VMImage and Provider-in-use controllers with mgr.
+// Setup registers the VirtualMachine, VMImage, Provider-in-use and Provider-drain controllers
+// with mgr.
 func Setup(mgr manager.Manager, opts Options) error {
 	ctx := context.Background()
 	indexer := mgr.GetFieldIndexer()
@@ -125,6 +126,14 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	if err := inUse.Complete(&providerInUseReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("provider-drain").
+		For(&banlieuev1.Provider{}, inScope).
+		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfVM), inScope).
+		WithOptions(app.ControllerOptions(opts.Workers)).
+		Complete(&drainReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("banlieue-controller"), namespace: opts.Namespace}); err != nil {
+		return fmt.Errorf("creating provider-drain controller: %w", err)
 	}
 	if err := setupCAPIPlacement(mgr); err != nil {
 		return fmt.Errorf("setting up the Cluster API machine placement: %w", err)

@@ -25,6 +25,8 @@ import (
 
 // Migration policies.
 const (
+	migrationRecreate = "recreate"
+	// migrationAutomatic is the former name of migrationRecreate.
 	migrationAutomatic = "automatic"
 	migrationManual    = "manual"
 )
@@ -131,9 +133,21 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		return 0, nil, reconcile.TerminalError(errors.New(msg))
 	}
 
+	// A VM its Provider's drain is moving is placed afresh; when no other host can hold it, it
+	// stays where it is and says why (the drain then lists it as blocked).
+	evict := evicting(vm, in.providers)
+	var noHost error
 	d, assumed, err := r.assumed.decide(vm, status.Scheduled, in.siblings, in.elsewhere, func(siblings, elsewhere []banlieuev1.VirtualMachine) (decision, error) {
-		return schedule(scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
-			NamespaceLabels: in.nsLabels, Siblings: siblings, Elsewhere: elsewhere, Classes: in.legacyClasses})
+		si := scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
+			NamespaceLabels: in.nsLabels, Siblings: siblings, Elsewhere: elsewhere, Classes: in.legacyClasses, Evict: evict}
+		if evict {
+			d, err := schedule(si)
+			if err == nil {
+				return d, nil
+			}
+			noHost, si.Evict = err, false
+		}
+		return schedule(si)
 	})
 	if err != nil {
 		var se *scheduleError
@@ -143,14 +157,19 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 		notScheduled(vm, status, se.Reason, se.Message, banlieuev1.ReasonScheduling)
 		return app.RequeueDefault, nil, nil
 	}
-	requeue, err := r.realise(ctx, vm, status, &in, d)
+	requeue, err := r.realise(ctx, vm, status, &in, d, evict)
+	if err == nil && noHost != nil {
+		banlieuev1.SetCondition(&status.Conditions, vm.Generation, metav1.Condition{Type: banlieuev1.ConditionPlacementValid, Status: metav1.ConditionFalse,
+			Reason: banlieuev1.ReasonNoHostFits, Message: fmt.Sprintf("Provider %s/%s is being drained and no other host can hold the VM: %s",
+				status.Scheduled.ProviderNamespace, status.Scheduled.ProviderName, noHost)})
+	}
 	return requeue, assumed, err
 }
 
 // realise acts on decision d, taken from in: it creates or updates the VM's machine and
 // records the placement, or handles the drift from the recorded one.
 func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.VirtualMachine,
-	status *banlieuev1.VirtualMachineStatus, in *vmInputs, d decision) (time.Duration, error) {
+	status *banlieuev1.VirtualMachineStatus, in *vmInputs, d decision, evict bool) (time.Duration, error) {
 	kind, err := infraKindFor(d.Provider.Spec.ProviderClassRef.Name)
 	if err != nil {
 		notScheduled(vm, status, banlieuev1.ReasonInfraBuildFailed, err.Error(), banlieuev1.ReasonInfraBuildFailed)
@@ -171,6 +190,9 @@ func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.V
 	// Drift only matters while a machine realises the old placement; once it is gone (deleted
 	// by a migration or by hand) the new decision is simply applied.
 	if drift := placementDrift(status.Scheduled, next); drift != "" && exists {
+		if evict {
+			drift = banlieuev1.ReasonProviderDraining
+		}
 		return app.RequeueDefault, r.drifted(ctx, vm, status, kind, existing, drift, next)
 	}
 
@@ -386,12 +408,13 @@ func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.V
 	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
 	next banlieuev1.ScheduledPlacement) error {
 	policy := vm.Spec.MigrationPolicy
-	approved := policy == migrationAutomatic || (policy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] == "true")
-	if policy == migrationAutomatic || policy == migrationManual {
+	recreate := policy == migrationRecreate || policy == migrationAutomatic
+	approved := recreate || (policy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] == "true")
+	if movable(policy) {
 		msg := fmt.Sprintf("placement changed (%s): %s %s is on Provider %s, failure domain %s; the scheduler now picks Provider %s, failure domain %s",
 			drift, kind.GVK.Kind, vm.Name, status.Scheduled.ProviderName, status.Scheduled.FailureDomain, next.ProviderName, next.FailureDomain)
 		if approved {
-			msg += "; recreating the machine"
+			msg += "; recreating the machine there from its image (its disk is not carried)"
 		} else {
 			msg += fmt.Sprintf("; annotate the VM %s=true to recreate it", banlieuev1.AnnotationMigrate)
 		}

@@ -44,7 +44,7 @@ func (s *providerStatuses) write(ctx context.Context, c client.Client, p *banlie
 func (s *providerStatuses) forget(key types.NamespacedName) { s.last.Delete(key) }
 
 // statusUnchanged reports whether applying next would change nothing: the status read (cached,
-// without the operator's status.workload, which this role never writes) is next, and so is the
+// without the operator's status.workload and the controller's status.drain, which this role never writes) is next, and so is the
 // last status this process applied. The second keeps a read that lags behind this process's own
 // write from hiding it: a probe that wrote ConnectFailed and, in its next pass, reads a cache
 // still showing the Ready from before must write Ready again. Before its first write a process
@@ -54,6 +54,6 @@ func statusUnchanged(cached, last, next *banlieuev1.ProviderStatus) bool {
 		return false
 	}
 	read := *cached
-	read.Workload = nil
+	read.Workload, read.Drain = nil, nil
 	return equality.Semantic.DeepEqual(&read, next) && equality.Semantic.DeepEqual(last, next)
 }

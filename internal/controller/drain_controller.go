@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/ssa"
+)
+
+// drainReconciler runs the drains of Providers (spec.drain): it decides with planDrain which
+// VMs move now and writes the plan to status.drain, which the VirtualMachine reconciler reads
+// to place those VMs afresh. It holds no state of its own, so a restart resumes a drain.
+type drainReconciler struct {
+	client    client.Client
+	recorder  events.EventRecorder
+	namespace string
+}
+
+func (r *drainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var p banlieuev1.Provider
+	if err := r.client.Get(ctx, req.NamespacedName, &p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if p.Spec.Drain == nil && p.Status.Drain == nil {
+		return ctrl.Result{}, nil
+	}
+	var placed []banlieuev1.VirtualMachine
+	if p.Spec.Drain != nil {
+		var vms banlieuev1.VirtualMachineList
+		if err := r.client.List(ctx, &vms, client.InNamespace(r.namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return ctrl.Result{}, fmt.Errorf("drain of Provider %s/%s: listing VirtualMachines: %w", p.Namespace, p.Name, err)
+		}
+		for i := range vms.Items {
+			if onProvider(&vms.Items[i], &p) && vms.Items[i].DeletionTimestamp.IsZero() {
+				placed = append(placed, vms.Items[i])
+			}
+		}
+	}
+	now := metav1.Now()
+	next := planDrain(&p, placed, now)
+	if !equality.Semantic.DeepEqual(p.Status.Drain, next) {
+		// Only status.drain is sent: the rest of the status is the provider's and the operator's.
+		if err := ssa.ApplyStatus(ctx, r.client, &p, &banlieuev1.ProviderStatus{Drain: next}, banlieuev1.FieldManagerController,
+			ssa.IfUnchanged); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		r.announce(&p, p.Status.Drain, next)
+	}
+	if next == nil {
+		return ctrl.Result{}, nil
+	}
+	if d := nextDrainRetry(next, now.Time); d > 0 {
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	if next.Phase == banlieuev1.DrainDraining {
+		// The moving VMs' own passes wake this one; the requeue only bounds a missed event.
+		return ctrl.Result{RequeueAfter: app.RequeueDefault}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// announce emits the drain's events for the change from prev to next, after it was written.
+func (r *drainReconciler) announce(p *banlieuev1.Provider, prev, next *banlieuev1.ProviderDrainStatus) {
+	if next == nil {
+		return
+	}
+	if prev == nil {
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonDrainStarted, "Drain",
+			"drain of Provider %s/%s started: %d VM(s) placed on it", p.Namespace, p.Name, next.Total)
+		prev = &banlieuev1.ProviderDrainStatus{}
+	}
+	for _, v := range next.Moving {
+		if !slices.ContainsFunc(prev.Moving, sameVM(v)) {
+			r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonDrainMoving, "Drain",
+				"moving VirtualMachine %s/%s to another host (%d of %d left)", v.Namespace, v.Name, next.Remaining, next.Total)
+		}
+	}
+	for _, v := range next.Blocked {
+		if !slices.ContainsFunc(prev.Blocked, func(o banlieuev1.DrainVM) bool { return sameVM(v)(o) && o.Reason == v.Reason }) {
+			r.recorder.Eventf(p, nil, corev1.EventTypeWarning, banlieuev1.ReasonDrainBlocked, "Drain",
+				"VirtualMachine %s/%s cannot move (%s): %s", v.Namespace, v.Name, v.Reason, v.Message)
+		}
+	}
+	if next.Phase == banlieuev1.DrainDrained && prev.Phase != banlieuev1.DrainDrained {
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonDrainCompleted, "Drain",
+			"drain of Provider %s/%s completed: %d VM(s) moved away in %s", p.Namespace, p.Name, next.Total,
+			time.Since(next.StartedAt.Time).Round(time.Second))
+	}
+}
+
+func sameVM(v banlieuev1.DrainVM) func(banlieuev1.DrainVM) bool {
+	return func(o banlieuev1.DrainVM) bool { return o.Namespace == v.Namespace && o.Name == v.Name }
+}
+
+// providerOfVM enqueues the Provider a VM is placed on. An update is mapped for the old and the
+// new object both, so the Provider a VM left is told too.
+func providerOfVM(_ context.Context, o client.Object) []reconcile.Request {
+	vm, ok := o.(*banlieuev1.VirtualMachine)
+	if !ok || vm.Status.Scheduled == nil {
+		return nil
+	}
+	s := vm.Status.Scheduled
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cmp.Or(s.ProviderNamespace, vm.Namespace), Name: s.ProviderName}}}
+}
