@@ -54,10 +54,12 @@ test-unit: ## The quick loop: pure and API-server packages, no root, libvirtd, n
 	hack/test.sh --quick
 
 .PHONY: lint
-lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), the import-graph boundaries, and shellcheck (hack/shellcheck.sh).
+lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), kube-api-linter on api/ (hack/kube-api-linter.sh), the import-graph boundaries, and shellcheck (hack/shellcheck.sh).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	hack/golangci-lint.sh run ./...
+	@# The API types against the Kubernetes API conventions the project keeps (.golangci-kal.yml).
+	hack/kube-api-linter.sh
 	@# The benchmarks build only with their tags (docs/performance.md); without these lines
 	@# nothing would ever check them.
 	go vet -tags bench,loadbench ./bench/...

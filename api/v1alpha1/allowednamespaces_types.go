@@ -1,9 +1,5 @@
 package v1alpha1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
 // NamespacesFrom says which namespaces may place VMs on a Provider.
 // +kubebuilder:validation:Enum=Same;Selector;All
 type NamespacesFrom string
@@ -32,5 +28,5 @@ type AllowedNamespaces struct {
 	// selector over Namespace labels; required when from is Selector. An empty selector ({})
 	// matches every namespace.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *LabelSelector `json:"selector,omitempty"`
 }

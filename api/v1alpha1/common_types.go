@@ -24,15 +24,19 @@ type KeySelector struct {
 type TypedObjectReference struct {
 	// apiGroup of the referenced kind; empty for the core group.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	APIGroup string `json:"apiGroup,omitempty"`
 	// kind of the referenced object.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
 	// name of the referenced object.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// namespace of the referenced object; empty means the referrer's namespace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
 }
 
@@ -49,11 +53,17 @@ const (
 	MachineInternalDNS MachineAddressType = "InternalDNS"
 )
 
+// MaxMachineAddresses is the most addresses a machine's status lists, as Cluster API's Machine
+// does; a guest with more (a Kubernetes node with IPVS holds every Service's address) is reported
+// by the first ones its agent lists.
+const MaxMachineAddresses = 32
+
 // MachineAddress is one address of a machine.
 type MachineAddress struct {
 	// type of the address.
 	Type MachineAddressType `json:"type"`
 	// address itself: an IP literal or a DNS name.
+	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address"`
 }
 
@@ -146,6 +156,7 @@ type StaticIpamConfig struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=45
+	// +listType=atomic
 	Nameservers []string `json:"nameservers,omitempty"`
 	// domain is the DNS search domain.
 	// +optional
@@ -168,6 +179,7 @@ type StaticIpamShape struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=45
+	// +listType=atomic
 	Nameservers []string `json:"nameservers,omitempty"`
 	// domain is the DNS search domain.
 	// +optional

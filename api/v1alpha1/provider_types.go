@@ -216,6 +216,7 @@ type StorageClassMapping struct {
 	// target is backend specific. The libvirt key is pool.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 200)",message="target values must be at most 200 characters, as libvirt pool, network and bridge names are"
 	Target map[string]string `json:"target,omitempty"`
 }
 
@@ -229,6 +230,7 @@ type NetworkClassMapping struct {
 	// (a host bridge).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 200)",message="target values must be at most 200 characters, as libvirt pool, network and bridge names are"
 	Target map[string]string `json:"target,omitempty"`
 	// subnet provides gateway, nameservers and domain to static addresses on this network.
 	// +optional
@@ -239,21 +241,28 @@ type NetworkClassMapping struct {
 type NetworkSubnet struct {
 	// gateway is the default route's next hop.
 	// +optional
+	// +kubebuilder:validation:MaxLength=45
 	Gateway string `json:"gateway,omitempty"`
 	// nameservers are DNS resolvers' addresses.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=45
 	Nameservers []string `json:"nameservers,omitempty"`
 	// domain is the DNS search domain.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Domain string `json:"domain,omitempty"`
 }
 
 // FailureDomain is one failure boundary a Provider offers; libvirt publishes exactly one.
 type FailureDomain struct {
 	// name of the failure domain (libvirt: the Provider's name).
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// labels matched by a VirtualMachine's placement.failureDomainSelector.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=256
 	Labels map[string]string `json:"labels,omitempty"`
 	// attributes are what the failure domain verifiably offers.
 	Attributes FailureDomainAttributes `json:"attributes"`
@@ -282,6 +291,7 @@ type FailureDomainCapacity struct {
 // a disk a few bytes fuller writes nothing.
 type PoolCapacity struct {
 	// name of the pool on the host.
+	// +kubebuilder:validation:MaxLength=200
 	Name string `json:"name"`
 	// capacityGiB is the pool's size.
 	CapacityGiB int64 `json:"capacityGiB"`
@@ -293,23 +303,35 @@ type PoolCapacity struct {
 type FailureDomainAttributes struct {
 	// availableStorageClasses are the declared storage classes found on the host.
 	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
 	AvailableStorageClasses []string `json:"availableStorageClasses,omitempty"`
 	// availableNetworkClasses are the declared network classes found on the host.
 	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
 	AvailableNetworkClasses []string `json:"availableNetworkClasses,omitempty"`
 	// features as declared in spec.capabilities.features.
 	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
 	Features []string `json:"features,omitempty"`
 	// raw holds backend facts (libvirt: endpoint, pools, networks, domainType).
 	// +optional
+	// +kubebuilder:validation:MaxProperties=32
 	Raw map[string]string `json:"raw,omitempty"`
 }
 
 // ProviderWorkload is the per-Provider Deployment the operator runs.
 type ProviderWorkload struct {
 	// deploymentName of the provider's Deployment.
+	// +kubebuilder:validation:MaxLength=253
 	DeploymentName string `json:"deploymentName"`
 	// namespace of the Deployment.
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 	// readyReplicas of the Deployment.
 	ReadyReplicas int32 `json:"readyReplicas"`
@@ -322,11 +344,15 @@ type ProviderWorkload struct {
 type ProviderStatus struct {
 	// failureDomains are the verified failure domains; empty until the host has been reached.
 	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
 	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
 	// conditions: Ready and ProviderReachable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,6 +16,7 @@ type ProviderClassSpec struct {
 	Image ProviderImage `json:"image"`
 	// workloadNamespace holds the workloads; unset means each Provider's own namespace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
 	// replicas of each provider Deployment; values below 1 count as 1.
 	// +optional
@@ -25,13 +25,16 @@ type ProviderClassSpec struct {
 	// resources of the provider container. Default requests cpu 50m, memory 128Mi; limits
 	// cpu 1000m, memory 512Mi.
 	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *ProviderResources `json:"resources,omitempty"`
 	// nodeSelector applied to provider pods.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// tolerations applied to provider pods.
 	// +optional
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 	// logging passed to the provider as --log-level and --log-format.
 	// +optional
 	Logging *ProviderLogging `json:"logging,omitempty"`
@@ -42,7 +45,9 @@ type ProviderClassSpec struct {
 	// additionalRules are appended to each per-Provider Role. The operator's own ClusterRole must
 	// already hold them, or the binding is rejected.
 	// +optional
-	AdditionalRules []rbacv1.PolicyRule `json:"additionalRules,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	AdditionalRules []PolicyRule `json:"additionalRules,omitempty"`
 	// paused suspends every Provider of the class; existing workloads are left alone.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
@@ -52,13 +57,16 @@ type ProviderClassSpec struct {
 type ProviderImage struct {
 	// repository, e.g. registry.example/banlieue.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
 	Repository string `json:"repository"`
 	// tag of the image.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	Tag string `json:"tag"`
 	// digest pins the image: repo:tag@digest.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +kubebuilder:validation:MaxLength=71
 	Digest string `json:"digest,omitempty"`
 	// pullPolicy of the provider container.
 	// +optional
@@ -66,13 +74,89 @@ type ProviderImage struct {
 	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
 	// pullSecrets for the provider pods.
 	// +optional
-	PullSecrets []corev1.LocalObjectReference `json:"pullSecrets,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	PullSecrets []LocalObjectReference `json:"pullSecrets,omitempty"`
+}
+
+// ProviderResources are the provider container's compute resources, as a container's
+// resources spell them.
+type ProviderResources struct {
+	// limits: the most of each resource the container may use, e.g. cpu: 1000m, memory: 512Mi.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// requests: what the scheduler reserves for the container, e.g. cpu: 50m, memory: 128Mi.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// Toleration lets provider pods run on nodes with a matching taint, as a pod's tolerations spell
+// it.
+type Toleration struct {
+	// key of the taint; empty with operator Exists matches every taint.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key,omitempty"`
+	// operator relating key and value: Equal (unset means Equal) or Exists.
+	// +optional
+	// +kubebuilder:validation:Enum=Equal;Exists
+	Operator corev1.TolerationOperator `json:"operator,omitempty"`
+	// value the taint's value must equal, with operator Equal.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Value string `json:"value,omitempty"`
+	// effect of the taints matched: NoSchedule, PreferNoSchedule or NoExecute; unset matches
+	// every effect.
+	// +optional
+	// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+	Effect corev1.TaintEffect `json:"effect,omitempty"`
+	// tolerationSeconds is how long a pod stays bound to a node tainted NoExecute; unset, for ever.
+	// +optional
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+// PolicyRule is one rule of a Role, as RBAC spells it.
+type PolicyRule struct {
+	// verbs allowed, e.g. get, list, watch; * is every verb.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	Verbs []string `json:"verbs"`
+	// apiGroups of the resources; "" is the core group.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	APIGroups []string `json:"apiGroups,omitempty"`
+	// resources the rule applies to, with their subresources as resource/subresource.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Resources []string `json:"resources,omitempty"`
+	// resourceNames narrows the rule to these objects' names.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	// nonResourceURLs are URL paths (not objects) the rule applies to; a Role cannot hold them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=2048
+	NonResourceURLs []string `json:"nonResourceURLs,omitempty"`
 }
 
 // ProviderLogging configures the provider's logs.
 type ProviderLogging struct {
 	// level passed as --log-level.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Level string `json:"level,omitempty"`
 	// format passed as --log-format.
 	// +optional
@@ -110,6 +194,7 @@ type ProviderClassStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// providers counts the Providers referencing the class, in every namespace.
 	// +optional
@@ -117,6 +202,7 @@ type ProviderClassStatus struct {
 	// image is the full reference the class's provider pods run: repository:tag, and
 	// @digest when spec.image.digest pins it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

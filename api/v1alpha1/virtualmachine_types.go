@@ -35,6 +35,8 @@ type VirtualMachineSpec struct {
 	// +optional
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="powerOffTimeout must be between 1s and 30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	PowerOffTimeout *metav1.Duration `json:"powerOffTimeout,omitempty"`
 	// nextRestartTime asks for a restart: set it to the current time (RFC 3339) and a running VM
 	// restarts once, when it is later than status.lastRestartTime. Soft and TrySoft reboot the
@@ -78,11 +80,15 @@ type LabelSelectorOperator string
 // LabelSelectorRequirement is one requirement of a label selector.
 type LabelSelectorRequirement struct {
 	// key is the label key.
+	// +kubebuilder:validation:MaxLength=317
 	Key string `json:"key"`
 	// operator relates the key to values.
 	Operator LabelSelectorOperator `json:"operator"`
 	// values for In and NotIn.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
 	Values []string `json:"values,omitempty"`
 }
 
@@ -90,9 +96,12 @@ type LabelSelectorRequirement struct {
 type LabelSelector struct {
 	// matchLabels must all be present with these values.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	MatchLabels map[string]string `json:"matchLabels,omitempty"`
 	// matchExpressions must all hold.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
 }
 
@@ -109,6 +118,7 @@ type Placement struct {
 	// antiAffinity spreads VMs over failure domains.
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
 	AntiAffinity []AntiAffinityRule `json:"antiAffinity,omitempty"`
 	// strategy chooses among the failure domains that can hold the VM: Spread (unset) the
 	// least allocated, Binpack the most allocated, keeping other hosts free for large VMs.
@@ -127,6 +137,7 @@ const (
 type AntiAffinityRule struct {
 	// topologyKey is a failure domain label.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
 	TopologyKey string `json:"topologyKey"`
 	// labelSelector selects the sibling VMs.
 	LabelSelector LabelSelector `json:"labelSelector"`
@@ -182,6 +193,7 @@ type HardwareOverride struct {
 type DiskOverride struct {
 	// name of the class disk.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
 	Name string `json:"name"`
 	// sizeGiB of the disk; it must not shrink once set.
 	// +kubebuilder:validation:Minimum=1
@@ -193,29 +205,39 @@ type DiskOverride struct {
 // ResolvedMapping is the backend target a class name resolved to.
 type ResolvedMapping struct {
 	// className is the storage or network class.
+	// +kubebuilder:validation:MaxLength=63
 	ClassName string `json:"className"`
 	// backendID is the backend target (libvirt: a pool, network or bridge name).
+	// +kubebuilder:validation:MaxLength=200
 	BackendID string `json:"backendId"`
 }
 
 // ScheduledPlacement is the scheduler's decision.
 type ScheduledPlacement struct {
 	// providerName of the chosen Provider.
+	// +kubebuilder:validation:MaxLength=253
 	ProviderName string `json:"providerName"`
 	// providerNamespace of the chosen Provider: the VM's own, or that of a shared Provider whose
 	// allowedNamespaces admits the VM's namespace. Empty in placements recorded before the field
 	// existed, which were all in the VM's namespace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	ProviderNamespace string `json:"providerNamespace,omitempty"`
 	// providerClass of the chosen Provider.
+	// +kubebuilder:validation:MaxLength=253
 	ProviderClass string `json:"providerClass"`
 	// failureDomain chosen.
+	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain"`
 	// resolvedStorage per disk.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	ResolvedStorage []ResolvedMapping `json:"resolvedStorage,omitempty"`
 	// resolvedNetworks per interface.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	ResolvedNetworks []ResolvedMapping `json:"resolvedNetworks,omitempty"`
 	// cpus the placement takes on the failure domain: the VM's class's, when it was placed.
 	// The scheduler adds up these (and memoryMiB) to know what a host has left.
@@ -232,12 +254,16 @@ type ScheduledPlacement struct {
 // InfrastructureReference points at a VM's infrastructure machine.
 type InfrastructureReference struct {
 	// apiGroup of the machine kind.
+	// +kubebuilder:validation:MaxLength=253
 	APIGroup string `json:"apiGroup"`
 	// kind of the machine, e.g. LibvirtMachine.
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
 	// name of the machine.
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// namespace of the machine.
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 }
 
@@ -280,6 +306,8 @@ type VirtualMachineStatus struct {
 	Initialization *InitializationStatus `json:"initialization,omitempty"`
 	// addresses mirror the machine's.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	Addresses []MachineAddress `json:"addresses,omitempty"`
 	// observedPowerState mirrors the machine's.
 	// +optional
@@ -289,11 +317,15 @@ type VirtualMachineStatus struct {
 	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 	// tpmEndorsementCertificates are the vTPM's EK certificates (PEM); later.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=16384
 	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`
 	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

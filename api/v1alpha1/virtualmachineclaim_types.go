@@ -51,12 +51,18 @@ type VirtualMachineClaimStatus struct {
 	VirtualMachineRef *LocalObjectReference `json:"virtualMachineRef,omitempty"`
 	// addresses of the bound member.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	Addresses []MachineAddress `json:"addresses,omitempty"`
 	// tpmEndorsementCertificates of the bound member (later).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=16384
 	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`
 	// nonce is 128 random bits as 32 hex characters, minted at bind time.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Nonce string `json:"nonce,omitempty"`
 	// boundAt is when the member was bound.
 	// +optional
@@ -68,6 +74,7 @@ type VirtualMachineClaimStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

@@ -55,9 +55,11 @@ type VirtualMachinePoolSpec struct {
 type VirtualMachineTemplate struct {
 	// labels added to each member.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	Labels map[string]string `json:"labels,omitempty"`
 	// annotations added to each member.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// spec of each member.
 	Spec VirtualMachineSpec `json:"spec"`
@@ -67,12 +69,14 @@ type VirtualMachineTemplate struct {
 type PoolAddressing struct {
 	// interface that receives the address.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
 	Interface string `json:"interface"`
 	// pool entries: a single IPv4 address, an inclusive a-b range, or a CIDR block. Drawn in
 	// list order, low to high within each entry.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=atomic
 	Pool []string `json:"pool"`
 	// prefix length of the addresses' subnet.
 	// +kubebuilder:validation:Minimum=0
@@ -80,12 +84,17 @@ type PoolAddressing struct {
 	Prefix int32 `json:"prefix"`
 	// gateway of the subnet.
 	// +optional
+	// +kubebuilder:validation:MaxLength=45
 	Gateway string `json:"gateway,omitempty"`
 	// nameservers for the members.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=45
 	Nameservers []string `json:"nameservers,omitempty"`
 	// domain for the members.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Domain string `json:"domain,omitempty"`
 }
 
@@ -105,15 +114,18 @@ type VirtualMachinePoolStatus struct {
 	Claimed int32 `json:"claimed,omitempty"`
 	// imageRevision new members are labelled with.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	ImageRevision string `json:"imageRevision,omitempty"`
 	// selector is the label selector of the pool's members, for the scale subresource
 	// (kubectl scale and autoscalers read it).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Selector string `json:"selector,omitempty"`
 	// conditions: Warm and Capacity.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

@@ -92,6 +92,7 @@ type ImageSource struct {
 	// checksum of the source bytes: sha256:<hex> or sha512:<hex>.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^(sha256:[0-9a-fA-F]{64}|sha512:[0-9a-fA-F]{128})$`
+	// +kubebuilder:validation:MaxLength=135
 	Checksum string `json:"checksum,omitempty"`
 	// allowUnverifiedTag lets an OCI importFrom name a tag (`:40`) with neither a digest
 	// (`@sha256:...`) nor a checksum. It risks the disk: a tag is whatever the registry serves
@@ -137,8 +138,10 @@ const (
 // JobReference names a Job.
 type JobReference struct {
 	// name of the Job.
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// namespace of the Job.
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace"`
 }
 
@@ -156,66 +159,84 @@ type BuildArtifact struct {
 	PVCRef *LocalObjectReference `json:"pvcRef,omitempty"`
 	// file is the artifact's path inside the PVC.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	File string `json:"file,omitempty"`
 	// reason: Pending, Building, Reconciled or BuildFailed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 	// message explains the phase.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32768
 	Message string `json:"message,omitempty"`
 	// checksum of the artifact file as written: sha256:<hex>.
 	// +optional
+	// +kubebuilder:validation:MaxLength=135
 	Checksum string `json:"checksum,omitempty"`
 	// extentDigest of the artifact file: extents-sha256:<hex>, a sha256 over its size and its
 	// blocks that are not all zeros (ADR-0134). The import verifies with it instead of checksum,
 	// at the cost of the data only. Unset for an artifact built before it was published.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^extents-sha256:[0-9a-f]{64}$`
+	// +kubebuilder:validation:MaxLength=79
 	ExtentDigest string `json:"extentDigest,omitempty"`
 	// sizeBytes of the artifact file.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
 	// sourceDigest is the OCI manifest digest or the URL's checksum.
 	// +optional
+	// +kubebuilder:validation:MaxLength=135
 	SourceDigest string `json:"sourceDigest,omitempty"`
 }
 
 // ProviderImageStatus is the image's state on one Provider.
 type ProviderImageStatus struct {
 	// providerName of the Provider.
+	// +kubebuilder:validation:MaxLength=253
 	ProviderName string `json:"providerName"`
 	// providerNamespace of the Provider.
+	// +kubebuilder:validation:MaxLength=63
 	ProviderNamespace string `json:"providerNamespace"`
 	// ready is true when the image is usable on the Provider.
 	Ready bool `json:"ready"`
 	// reason is a CamelCase word explaining ready.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 	// message explains ready.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32768
 	Message string `json:"message,omitempty"`
 	// resolvedRef is the backend name of the image (libvirt: the volume name).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	ResolvedRef string `json:"resolvedRef,omitempty"`
 	// zones are per storage target (libvirt: one per pool, named after it).
 	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
 	Zones []ImageZoneStatus `json:"zones,omitempty"`
 }
 
 // ImageZoneStatus is the image's state in one zone of a Provider.
 type ImageZoneStatus struct {
 	// name of the zone (libvirt: the pool).
+	// +kubebuilder:validation:MaxLength=200
 	Name string `json:"name"`
 	// ready is true when the image is usable in this zone.
 	Ready bool `json:"ready"`
 	// reason is a CamelCase word explaining ready.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 	// message explains ready.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32768
 	Message string `json:"message,omitempty"`
 	// resolvedRef is the backend name of the image in this zone.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	ResolvedRef string `json:"resolvedRef,omitempty"`
 }
 
@@ -229,15 +250,18 @@ type VMImageStatus struct {
 	// +listType=map
 	// +listMapKey=providerName
 	// +listMapKey=providerNamespace
+	// +kubebuilder:validation:MaxItems=10000
 	PerProvider []ProviderImageStatus `json:"perProvider,omitempty"`
 	// conditions: Ready, written by the controller only.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// readyProviders is "N/M": the image is usable on N of the M Providers with a row, written
 	// by the controller with Ready (which needs every row).
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	ReadyProviders string `json:"readyProviders,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

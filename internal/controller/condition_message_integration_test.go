@@ -12,10 +12,10 @@ import (
 )
 
 // testHugeConditionMessage is the bound on condition messages (docs/reliability.md, "Ownership:
-// only what is banlieue's") through a real reconciler: a provider's 1 MiB image-row message
-// (perProvider messages have no maxLength, and libvirt errors reach 4 MiB) flows into the VM's
-// Scheduled and Ready messages. Unbounded, the API server refuses the whole status write (maxLength
-// 32768) and the VM keeps its previous conditions.
+// only what is banlieue's") through a real reconciler: an image-row message as long as the CRD
+// admits (32768 characters; libvirt errors reach 4 MiB) flows into the VM's Scheduled and Ready
+// messages, each with its own prefix. Unbounded, the API server refuses the whole status write
+// (maxLength 32768) and the VM keeps its previous conditions.
 func (s *suite) testHugeConditionMessage(ctx context.Context, t *testing.T) {
 	ns := "huge"
 	s.namespace(ctx, t, ns)
@@ -28,9 +28,10 @@ func (s *suite) testHugeConditionMessage(ctx context.Context, t *testing.T) {
 		return c != nil && c.Reason == banlieuev1.ReasonImageNotReady && strings.Contains(c.Message, "(ImportFailed: import Job running)")
 	})
 
-	row.Message = "virError(Code=1, Domain=18, Message='internal error: " + strings.Repeat("qemu-img: Could not open ", 1<<20/25)
+	const prefix = "virError(Code=1, Domain=18, Message='internal error: "
+	row.Message = prefix + strings.Repeat("qemu-img: Could not open ", (32768-len(prefix))/25)
 	s.imageRows(ctx, t, "img-huge", row)
-	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the bounded 1 MiB message", func(vm *banlieuev1.VirtualMachine) bool {
+	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False with the bounded 32 KiB message", func(vm *banlieuev1.VirtualMachine) bool {
 		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
 		return c != nil && strings.Contains(c.Message, "(ImportFailed: virError(Code=1")
 	})

@@ -77,7 +77,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("n a retired Provider's image rows are removed", func(t *testing.T) { t.Parallel(); s.testRetiredRows(ctx, t) })
 		t.Run("l one event per transition, none for a pass that changes nothing", func(t *testing.T) { t.Parallel(); s.testEvents(ctx, t) })
 		t.Run("m a VM created powered off reads Stopped; suspended, Suspended", func(t *testing.T) { t.Parallel(); s.testPowerPhases(ctx, t) })
-		t.Run("j a 1 MiB image-row message reaches the VM's conditions, bounded", func(t *testing.T) {
+		t.Run("j an image-row message as long as the CRD admits reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
 			s.testHugeConditionMessage(ctx, t)
 		})

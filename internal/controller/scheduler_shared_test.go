@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
@@ -32,7 +30,7 @@ var (
 	fromSame     = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSame}
 	fromAll      = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromAll}
 	fromSelector = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}
 	allowedLabels = map[string]string{"banlieue.io/lab": "allowed"}
 )
 

@@ -46,7 +46,7 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 	// Admission: the selector is required iff from is Selector.
 	for _, a := range []banlieuev1.AllowedNamespaces{
 		{From: banlieuev1.NamespacesFromSelector},
-		{From: banlieuev1.NamespacesFromAll, Selector: &metav1.LabelSelector{}},
+		{From: banlieuev1.NamespacesFromAll, Selector: &banlieuev1.LabelSelector{}},
 	} {
 		s.namespaceOnce(ctx, t, sharedNS, nil)
 		p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: sharedNS, Name: "refused"}, Spec: banlieuev1.ProviderSpec{
@@ -70,7 +70,7 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Spec.AllowedNamespaces = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}
 	if err := env.Client.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestDeploymentMeetsOperatorAdmission(t *testing.T) {
 	}
 	class := libvirtClass()
 	class.Spec.Image.PullPolicy = corev1.PullAlways
-	class.Spec.Image.PullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "other"}}
+	class.Spec.Image.PullSecrets = []banlieuev1.LocalObjectReference{{Name: "regcred"}, {Name: "other"}}
 	class.Spec.Concurrency = &banlieuev1.ProviderConcurrency{Workers: 4, HostDomainOperations: 2, HostVolumeUploads: 1}
 	class.Spec.Logging = &banlieuev1.ProviderLogging{Level: "debug", Format: "json"}
 	opts := Options{BuildNamespace: DefaultBuildNamespace, BuildTolerations: []corev1.Toleration{

@@ -29,7 +29,7 @@ const (
 const controllerServiceAccount = "banlieue-controller"
 
 // defaultResources apply when the class sets none.
-var defaultResources = corev1.ResourceRequirements{
+var defaultResources = banlieuev1.ProviderResources{
 	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 }
@@ -172,7 +172,7 @@ func probe(path string, initialDelay, period, timeout int32) *corev1ac.ProbeAppl
 // and client.Apply decodes the API server's answer into the configuration, so a shared map (the
 // defaults) was written by every reconcile of a Provider without a class's resources at once,
 // and two workers crashed the operator with "concurrent map writes".
-func resources(r *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+func resources(r *banlieuev1.ProviderResources) *corev1ac.ResourceRequirementsApplyConfiguration {
 	if r == nil {
 		r = &defaultResources
 	}
@@ -184,13 +184,10 @@ func resources(r *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApp
 	if r.Limits != nil {
 		ac.WithLimits(r.Limits)
 	}
-	for _, c := range r.Claims {
-		ac.WithClaims(corev1ac.ResourceClaim().WithName(c.Name).WithRequest(c.Request))
-	}
 	return ac
 }
 
-func tolerations(ts []corev1.Toleration) []*corev1ac.TolerationApplyConfiguration {
+func tolerations(ts []banlieuev1.Toleration) []*corev1ac.TolerationApplyConfiguration {
 	out := make([]*corev1ac.TolerationApplyConfiguration, 0, len(ts))
 	for _, t := range ts {
 		ac := corev1ac.Toleration()

@@ -91,10 +91,10 @@ func TestDeploymentClassOptions(t *testing.T) {
 	class := libvirtClass()
 	class.Spec.Logging = nil
 	class.Spec.Image.PullPolicy = ""
-	class.Spec.Image.PullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	class.Spec.Image.PullSecrets = []banlieuev1.LocalObjectReference{{Name: "regcred"}}
 	class.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/infra": ""}
-	class.Spec.Tolerations = []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
+	class.Spec.Tolerations = []banlieuev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	custom := banlieuev1.ProviderResources{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
 	class.Spec.Resources = &custom
 	// An unset field passes no flag: the binary's default applies.
 	class.Spec.Concurrency = &banlieuev1.ProviderConcurrency{Workers: 4, HostVolumeUploads: 1}
@@ -104,8 +104,8 @@ func TestDeploymentClassOptions(t *testing.T) {
 	}, ImportBounds: jobbounds.Bounds{Deadline: 45 * time.Minute, MemoryLimit: resource.MustParse("1Gi")}}
 	d := decode[appsv1.Deployment](t, deployment(guideProvider(), class, "providers", opts))
 	pod := d.Spec.Template.Spec
-	if !reflect.DeepEqual(pod.ImagePullSecrets, class.Spec.Image.PullSecrets) || !reflect.DeepEqual(pod.NodeSelector, class.Spec.NodeSelector) ||
-		!reflect.DeepEqual(pod.Tolerations, class.Spec.Tolerations) {
+	if !reflect.DeepEqual(pod.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) || !reflect.DeepEqual(pod.NodeSelector, class.Spec.NodeSelector) ||
+		!reflect.DeepEqual(pod.Tolerations, []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}) {
 		t.Errorf("pod scheduling fields not copied from the class: %+v", pod)
 	}
 	c := pod.Containers[0]
@@ -160,7 +160,7 @@ func TestImageRef(t *testing.T) {
 	}
 }
 
-func equalResources(a, b corev1.ResourceRequirements) bool {
+func equalResources(a corev1.ResourceRequirements, b banlieuev1.ProviderResources) bool {
 	eq := func(x, y corev1.ResourceList) bool {
 		if len(x) != len(y) {
 			return false
@@ -180,14 +180,14 @@ func equalResources(a, b corev1.ResourceRequirements) bool {
 // reconciles crashed the operator ("concurrent map writes", found by test/monitoring in CI), and
 // any answer rewrote the defaults of every later Deployment.
 func TestResourcesOwnTheirMaps(t *testing.T) {
-	class := corev1.ResourceRequirements{
+	class := banlieuev1.ProviderResources{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 	}
 	answer := []byte(`{"requests":{"cpu":"7","memory":"7Gi","ephemeral-storage":"1Gi"},"limits":{"cpu":"9","memory":"9Gi"}}`)
 	for _, tt := range []struct {
 		name string
-		in   *corev1.ResourceRequirements
+		in   *banlieuev1.ProviderResources
 	}{{"the defaults", nil}, {"a class's", &class}} {
 		source := &defaultResources // what resources(tt.in) is built from
 		if tt.in != nil {
@@ -197,7 +197,7 @@ func TestResourcesOwnTheirMaps(t *testing.T) {
 		if err := json.Unmarshal(answer, resources(tt.in)); err != nil {
 			t.Fatal(err)
 		}
-		if !equalResources(*source, *before) {
+		if !equalResources(corev1.ResourceRequirements{Requests: source.Requests, Limits: source.Limits}, *before) {
 			t.Errorf("%s: decoding an answer into the apply configuration changed them to %+v", tt.name, *source)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -35,7 +34,7 @@ func libvirtClass() *banlieuev1.ProviderClass {
 			Replicas:    1,
 			Logging:     &banlieuev1.ProviderLogging{Level: "info", Format: "json"},
 			Concurrency: &banlieuev1.ProviderConcurrency{Workers: 16, HostDomainOperations: 8, HostVolumeUploads: 4},
-			AdditionalRules: []rbacv1.PolicyRule{
+			AdditionalRules: []banlieuev1.PolicyRule{
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			},
 		},

@@ -14,7 +14,7 @@ import (
 func TestUserDataGrants(t *testing.T) {
 	shared := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "banlieue-system", Name: "lab"},
 		Spec: banlieuev1.ProviderSpec{AllowedNamespaces: &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}}}
+			Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}}}
 	machine := func(ns, name, providerNs, provider string, withUserData bool) infrav1.LibvirtMachine {
 		m := infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Namespace: providerNs, Name: provider}}}

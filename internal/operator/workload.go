@@ -79,7 +79,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 		// cross namespaces, so these are pruned and cleaned up by workloadOwner like the other
 		// cross-namespace objects.
 		buildRole: withOwner(rbacv1ac.Role(build, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace).
-			WithRules(policyRules(class.Spec.AdditionalRules)...),
+			WithRules(policyRules(RBACRules(class.Spec.AdditionalRules))...),
 		buildRoleBinding: withOwner(rbacv1ac.RoleBinding(build, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace).
 			WithRoleRef(roleRef("Role", build)).
 			WithSubjects(sa),
@@ -140,6 +140,16 @@ func policyRules(rules []rbacv1.PolicyRule) []*rbacv1ac.PolicyRuleApplyConfigura
 			WithVerbs(r.Verbs...).
 			WithResourceNames(r.ResourceNames...).
 			WithNonResourceURLs(r.NonResourceURLs...))
+	}
+	return out
+}
+
+// RBACRules are a class's additionalRules as RBAC's own type.
+func RBACRules(rules []banlieuev1.PolicyRule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, rbacv1.PolicyRule{Verbs: r.Verbs, APIGroups: r.APIGroups, Resources: r.Resources,
+			ResourceNames: r.ResourceNames, NonResourceURLs: r.NonResourceURLs})
 	}
 	return out
 }

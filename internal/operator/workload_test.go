@@ -87,7 +87,7 @@ func TestWorkloadObjects(t *testing.T) {
 			}
 			br := decode[rbacv1.Role](t, w.buildRole)
 			brb := decode[rbacv1.RoleBinding](t, w.buildRoleBinding)
-			if !reflect.DeepEqual(br.Rules, libvirtClass().Spec.AdditionalRules) ||
+			if !reflect.DeepEqual(br.Rules, RBACRules(libvirtClass().Spec.AdditionalRules)) ||
 				!reflect.DeepEqual(brb.Subjects, []rbacv1.Subject{sa}) ||
 				brb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-build"}) {
 				t.Errorf("build Role %+v, binding %+v %+v: the class's additionalRules belong in the build namespace", br.Rules, brb.Subjects, brb.RoleRef)

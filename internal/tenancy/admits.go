@@ -32,7 +32,7 @@ func AdmitsNamespace(p *banlieuev1.Provider, ns string, nsLabels map[string]stri
 			// rule from admitting everyone.
 			return false, "allowedNamespaces.from is Selector but allowedNamespaces.selector is missing"
 		}
-		sel, err := metav1.LabelSelectorAsSelector(a.Selector)
+		sel, err := metav1.LabelSelectorAsSelector(metaSelector(a.Selector))
 		if err != nil {
 			return false, fmt.Sprintf("allowedNamespaces.selector is invalid (%v)", err)
 		}
@@ -42,4 +42,15 @@ func AdmitsNamespace(p *banlieuev1.Provider, ns string, nsLabels map[string]stri
 		return false, fmt.Sprintf("allowedNamespaces.selector %q does not match the labels of namespace %s", sel.String(), ns)
 	}
 	return false, fmt.Sprintf("allowedNamespaces.from %q is not Same, Selector or All", a.From)
+}
+
+// metaSelector is s as Kubernetes' own selector type, whose parser refuses a malformed key or
+// value where banlieue's type, bounded for admission, carries them as written.
+func metaSelector(s *banlieuev1.LabelSelector) *metav1.LabelSelector {
+	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return out
 }

@@ -13,7 +13,7 @@ func TestAdmitsNamespace(t *testing.T) {
 	provider := func(a *banlieuev1.AllowedNamespaces) *banlieuev1.Provider {
 		return &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: "banlieue-system", Name: "lab"}, Spec: banlieuev1.ProviderSpec{AllowedNamespaces: a}}
 	}
-	sel := func(ls metav1.LabelSelector) *banlieuev1.AllowedNamespaces {
+	sel := func(ls banlieuev1.LabelSelector) *banlieuev1.AllowedNamespaces {
 		return &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector, Selector: &ls}
 	}
 	team := map[string]string{"banlieue.io/lab": "allowed"}
@@ -30,15 +30,15 @@ func TestAdmitsNamespace(t *testing.T) {
 		{"empty from is Same", &banlieuev1.AllowedNamespaces{}, "team-a", team, false, "allowedNamespaces.from is Same"},
 		{"Same", &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSame}, "team-a", team, false, "allowedNamespaces.from is Same"},
 		{"All", &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromAll}, "team-b", nil, true, ""},
-		{"Selector matches", sel(metav1.LabelSelector{MatchLabels: team}), "team-a", team, true, ""},
-		{"Selector does not match", sel(metav1.LabelSelector{MatchLabels: team}), "team-b", map[string]string{"banlieue.io/lab": "x"}, false,
+		{"Selector matches", sel(banlieuev1.LabelSelector{MatchLabels: team}), "team-a", team, true, ""},
+		{"Selector does not match", sel(banlieuev1.LabelSelector{MatchLabels: team}), "team-b", map[string]string{"banlieue.io/lab": "x"}, false,
 			`allowedNamespaces.selector "banlieue.io/lab=allowed" does not match the labels of namespace team-b`},
-		{"Selector with expressions", sel(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"dev", "test"}}}}), "team-a", map[string]string{"tier": "dev"}, true, ""},
-		{"empty Selector matches every namespace", sel(metav1.LabelSelector{}), "team-b", nil, true, ""},
-		{"Selector always admits its own namespace", sel(metav1.LabelSelector{MatchLabels: team}), "banlieue-system", nil, true, ""},
+		{"Selector with expressions", sel(banlieuev1.LabelSelector{MatchExpressions: []banlieuev1.LabelSelectorRequirement{
+			{Key: "tier", Operator: "In", Values: []string{"dev", "test"}}}}), "team-a", map[string]string{"tier": "dev"}, true, ""},
+		{"empty Selector matches every namespace", sel(banlieuev1.LabelSelector{}), "team-b", nil, true, ""},
+		{"Selector always admits its own namespace", sel(banlieuev1.LabelSelector{MatchLabels: team}), "banlieue-system", nil, true, ""},
 		{"Selector without selector refuses", &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector}, "team-a", team, false, "selector is missing"},
-		{"invalid selector refuses", sel(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{"invalid selector refuses", sel(banlieuev1.LabelSelector{MatchExpressions: []banlieuev1.LabelSelectorRequirement{
 			{Key: "tier", Operator: "Near"}}}), "team-a", team, false, "allowedNamespaces.selector is invalid"},
 		{"unknown from refuses", &banlieuev1.AllowedNamespaces{From: "Some"}, "team-a", team, false, `allowedNamespaces.from "Some"`},
 	} {

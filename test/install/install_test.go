@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/operator"
 	"banlieue.io/banlieue/internal/testenv"
 )
 
@@ -505,7 +506,7 @@ func buildRole(t *testing.T) *rbacv1.Role {
 	}
 	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "banlieue-provider-libvirt-p-build", Namespace: buildNS, Labels: operatorLabels()},
-		Rules:      class.Spec.AdditionalRules,
+		Rules:      operator.RBACRules(class.Spec.AdditionalRules),
 	}
 }
 

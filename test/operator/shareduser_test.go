@@ -51,7 +51,7 @@ func TestSharedProviderUserData(t *testing.T) {
 		return &p
 	}
 	shared := lab(systemNs, &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}})
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}})
 	sameName := lab("team-b", nil)
 	onShared := func(m *infrav1.LibvirtMachine) *infrav1.LibvirtMachine {
 		m.Spec.ProviderRef.Namespace = systemNs

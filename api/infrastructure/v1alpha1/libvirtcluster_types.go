@@ -64,6 +64,7 @@ type FailureDomain struct {
 	ControlPlane *bool `json:"controlPlane,omitempty"`
 	// attributes of the failure domain: provider-namespace, the namespace of its Provider.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=16
 	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
@@ -90,6 +91,7 @@ type LibvirtClusterStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

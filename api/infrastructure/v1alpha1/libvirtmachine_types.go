@@ -56,9 +56,11 @@ type LibvirtMachineSpec struct {
 	// providerID is libvirt://<provider-name>/<domain-uuid>; the provider chooses the UUID and
 	// sets it with its finalizer, before the domain is first defined.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
 	// failureDomain the scheduler chose (the Provider's name).
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
 	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
 	// when that Provider's allowedNamespaces admits the machine's namespace. Immutable: what a
@@ -115,6 +117,8 @@ type LibvirtMachineSpec struct {
 	// network interfaces of the domain.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
 	Network []LibvirtNetworkInterface `json:"network,omitempty"`
 	// userDataSecretRef names the Secret, in this machine's namespace, that holds the rendered
 	// cloud-init user-data. banlieue-controller writes it, controlled by this machine (an owner
@@ -127,6 +131,7 @@ type LibvirtMachineSpec struct {
 	// content; the provider seeds a guest only from a Secret that matches it.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +kubebuilder:validation:MaxLength=64
 	UserDataHash string `json:"userDataHash,omitempty"`
 	// desiredPowerState of the domain.
 	// +optional
@@ -143,6 +148,8 @@ type LibvirtMachineSpec struct {
 	// +optional
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('30m')",message="powerOffTimeout must be between 1s and 30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	PowerOffTimeout *metav1.Duration `json:"powerOffTimeout,omitempty"`
 	// nextRestartTime asks for one restart when it is later than status.lastRestartTime.
 	// +optional
@@ -223,10 +230,12 @@ type LibvirtNetworkInterface struct {
 	// +optional
 	// +kubebuilder:default=virtio
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	// +kubebuilder:validation:MaxLength=32
 	Model string `json:"model,omitempty"`
 	// macAddress of the NIC; unset lets libvirt generate one.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}$`
+	// +kubebuilder:validation:MaxLength=17
 	MACAddress string `json:"macAddress,omitempty"`
 	// ipam of the interface.
 	// +optional
@@ -251,9 +260,12 @@ type LibvirtMachineStatus struct {
 	Initialization *banlieuev1.InitializationStatus `json:"initialization,omitempty"`
 	// failureDomain copied from the spec.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
 	// addresses of the guest (InternalIP; loopback and link-local filtered out).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	Addresses []banlieuev1.MachineAddress `json:"addresses,omitempty"`
 	// guestInstalled is sticky once true.
 	// +optional
@@ -263,6 +275,7 @@ type LibvirtMachineStatus struct {
 	InstallMediaDetached *bool `json:"installMediaDetached,omitempty"`
 	// domainUuid in canonical 36-character form.
 	// +optional
+	// +kubebuilder:validation:MaxLength=36
 	DomainUUID string `json:"domainUuid,omitempty"`
 	// observedPowerState of the domain.
 	// +optional
@@ -302,6 +315,7 @@ type LibvirtMachineStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed for.
 	// +optional

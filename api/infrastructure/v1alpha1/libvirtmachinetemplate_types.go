@@ -31,9 +31,11 @@ type LibvirtMachineTemplateResource struct {
 type TemplateObjectMeta struct {
 	// labels of each object made from the template.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	Labels map[string]string `json:"labels,omitempty"`
 	// annotations of each object made from the template.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

@@ -23,7 +23,7 @@ func (s *machineSuite) testSharedProvider(ctx context.Context, t *testing.T) {
 	const ns, label = "team-shared", "banlieue.io/lab"
 	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	s.setAllowedNamespaces(ctx, t, &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "allowed"}}})
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{label: "allowed"}}})
 	t.Cleanup(func() { s.setAllowedNamespaces(context.Background(), t, nil) })
 
 	m := s.machine(ns, "web-03")

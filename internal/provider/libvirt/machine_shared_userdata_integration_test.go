@@ -19,7 +19,7 @@ func (s *machineSuite) testSharedProviderUserData(ctx context.Context, t *testin
 	const ns, label = "team-shared-ud", "banlieue.io/lab"
 	s.env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{label: "allowed"}}})
 	s.setAllowedNamespaces(ctx, t, &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "allowed"}}})
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{label: "allowed"}}})
 	t.Cleanup(func() { s.setAllowedNamespaces(context.Background(), t, nil) })
 
 	m := s.machine(ns, "web-04")

@@ -24,7 +24,7 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 	st.ObservedPowerState = powerState(obs.state)
 	st.Addresses = nil
 	for _, a := range obs.addresses {
-		if usableAddress(a.Addr) {
+		if usableAddress(a.Addr) && len(st.Addresses) < banlieuev1.MaxMachineAddresses {
 			st.Addresses = append(st.Addresses, banlieuev1.MachineAddress{Type: banlieuev1.MachineInternalIP, Address: a.Addr})
 		}
 	}

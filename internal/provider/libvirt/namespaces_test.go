@@ -17,7 +17,7 @@ func TestNamespaceRefusal(t *testing.T) {
 			Spec: banlieuev1.ProviderSpec{AllowedNamespaces: a}}
 	}
 	bySelector := &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}
+		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{"banlieue.io/lab": "allowed"}}}
 	for _, tc := range []struct {
 		name   string
 		p      *banlieuev1.Provider

@@ -55,7 +55,7 @@ func TestSharedProviderRefusesNamespacesItDoesNotAdmit(t *testing.T) {
 	}
 	env.Create(ctx, t,
 		provider(sharedNS, &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}),
+			Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}),
 		// team-b's own Provider of the same name, on another host, served by another process.
 		provider("team-b", nil),
 	)
