@@ -32,3 +32,37 @@ account there, and its Pod Security level is the build Jobs'.
 {{- define "banlieue.renderProviderClass" -}}
 {{- if and .Values.providerClass.create (or (not .Values.crds.enabled) (.Capabilities.APIVersions.Has "banlieue.io/v1alpha1/ProviderClass")) }}true{{ end }}
 {{- end }}
+
+{{/* A NetworkPolicy rule to (egress) or from (.dir "from", ingress) the CIDRs of .cidrs on .ports (.proto). */}}
+{{- define "banlieue.netpol.cidrRule" -}}
+- {{ .dir | default "to" }}:
+  {{- range .cidrs }}
+  - ipBlock:
+      cidr: {{ . | quote }}
+  {{- end }}
+  ports:
+  {{- range .ports }}
+  - protocol: {{ $.proto }}
+    port: {{ . }}
+  {{- end }}
+{{- end }}
+
+{{/* Egress to the cluster's DNS (networkPolicy.dns). */}}
+{{- define "banlieue.netpol.dns" -}}
+- to:
+  {{- toYaml .dns.to | nindent 2 }}
+  ports:
+  - protocol: UDP
+    port: 53
+  - protocol: TCP
+    port: 53
+{{- end }}
+
+{{/* Ingress from the scrapers (networkPolicy.metricsFrom) on the metrics port. */}}
+{{- define "banlieue.netpol.metrics" -}}
+- from:
+  {{- toYaml .metricsFrom | nindent 2 }}
+  ports:
+  - protocol: TCP
+    port: 8080
+{{- end }}
