@@ -66,3 +66,20 @@ account there, and its Pod Security level is the build Jobs'.
   - protocol: TCP
     port: 8080
 {{- end }}
+
+{{/*
+The Secret holding the metrics serving certificate (tls.crt, tls.key, ca.crt) the roles present
+and the ServiceMonitor verifies; empty when the ServiceMonitor is off (the roles then generate
+their own in memory).
+*/}}
+{{- define "banlieue.metricsCertSecret" -}}
+{{- $mon := .Values.monitoring | default dict }}
+{{- if dig "serviceMonitor" "enabled" false $mon }}
+{{- dig "serviceMonitor" "certificate" "secretName" "" $mon | default "banlieue-metrics-serving" }}
+{{- end }}
+{{- end }}
+
+{{/* The name the metrics certificate is for, which the ServiceMonitor asks for (serverName). */}}
+{{- define "banlieue.metricsServerName" -}}
+banlieue-metrics.{{ include "banlieue.systemNamespace" . }}.svc
+{{- end }}
