@@ -133,3 +133,63 @@ func typed(t *testing.T, objs []*unstructured.Unstructured) []runtime.Object {
 	}
 	return out
 }
+
+// TestChartNetworkPolicyValues: the chart's networkPolicy values reach every rule they name:
+// narrowed API server, libvirt and source CIDRs and ports replace the defaults in each policy
+// (none still allows everywhere), the scrapers' peers are the ones given, and enabled=false
+// renders no policy at all.
+func TestChartNetworkPolicyValues(t *testing.T) {
+	helm := helmBinary(t)
+	objs := typed(t, parseObjects(t, renderChart(t, helm, "--set", "console.enabled=true",
+		"--set", "networkPolicy.apiServer.cidrs={192.0.2.10/32}", "--set", "networkPolicy.apiServer.ports={6443}",
+		"--set", "networkPolicy.libvirtHosts.cidrs={198.51.100.0/24}", "--set", "networkPolicy.buildSources.cidrs={203.0.113.0/24}",
+		"--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring")))
+	want := map[string]string{"TCP/6443": "192.0.2.10/32", "TCP/16514": "198.51.100.0/24", "TCP/80": "203.0.113.0/24", "TCP/443": "203.0.113.0/24", "TCP/9443": "192.0.2.10/32"}
+	n := 0
+	for _, o := range objs {
+		p, ok := o.(*networkingv1.NetworkPolicy)
+		if !ok {
+			continue
+		}
+		n++
+		var peers [][]networkingv1.NetworkPolicyPeer
+		var ports [][]networkingv1.NetworkPolicyPort
+		for _, r := range p.Spec.Ingress {
+			peers, ports = append(peers, r.From), append(ports, r.Ports)
+		}
+		for _, r := range p.Spec.Egress {
+			peers, ports = append(peers, r.To), append(ports, r.Ports)
+		}
+		for i := range peers {
+			for _, peer := range peers[i] {
+				if peer.IPBlock == nil {
+					if peer.NamespaceSelector != nil && len(peer.NamespaceSelector.MatchLabels) == 0 && peer.PodSelector == nil {
+						t.Errorf("%s/%s: a rule from any pod remains: %v", p.Namespace, p.Name, peers[i])
+					}
+					continue
+				}
+				for _, key := range portKeysOf(ports[i]) {
+					if peer.IPBlock.CIDR != want[key] {
+						t.Errorf("%s/%s: %s to %s, want %s", p.Namespace, p.Name, key, peer.IPBlock.CIDR, want[key])
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no NetworkPolicy rendered")
+	}
+	for _, o := range typed(t, parseObjects(t, renderChart(t, helm, "--set", "networkPolicy.enabled=false", "--set", "console.enabled=true"))) {
+		if p, ok := o.(*networkingv1.NetworkPolicy); ok {
+			t.Errorf("networkPolicy.enabled=false renders %s/%s", p.Namespace, p.Name)
+		}
+	}
+}
+
+func portKeysOf(ports []networkingv1.NetworkPolicyPort) []string {
+	var out []string
+	for _, p := range ports {
+		out = append(out, fmt.Sprintf("%s/%s", *p.Protocol, p.Port.String()))
+	}
+	return out
+}
