@@ -1,8 +1,10 @@
 package app
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -25,6 +27,9 @@ type Options struct {
 	LeaderElectionNamespace string
 	LeaderElectionID        string
 	LeaderElectionIdentity  string
+	// MetricsCertDir holds tls.crt and tls.key, the certificate /metrics presents (reloaded when
+	// they change); empty: one generated in memory, which no scraper can verify.
+	MetricsCertDir string
 	// Workers is how many objects each of the role's controllers reconciles at once (--workers).
 	Workers int
 	// KubeAPIQPS and KubeAPIBurst bound the role's requests to the API server (--kube-api-qps,
@@ -62,6 +67,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, leaderElectionID, defaultNamespace
 		"port serving /metrics; 0 disables it (env BANLIEUE_METRICS_PORT)")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", envBoolOr("BANLIEUE_METRICS_SECURE", true),
 		"serve /metrics over HTTPS to tokens allowed to get it; false: plain HTTP on 127.0.0.1, for local development (env BANLIEUE_METRICS_SECURE)")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", os.Getenv("BANLIEUE_METRICS_CERT_DIR"),
+		"directory holding tls.crt and tls.key, the certificate /metrics serves (reloaded when they change); empty: a self-signed one generated at start (env BANLIEUE_METRICS_CERT_DIR)")
 	fs.StringVar(&o.LogFormat, "log-format", envString("BANLIEUE_LOG_FORMAT", "text"),
 		"log format: text or json (env BANLIEUE_LOG_FORMAT)")
 	fs.StringVar(&o.LogLevel, "log-level", os.Getenv("BANLIEUE_LOG_LEVEL"),
@@ -96,6 +103,16 @@ func (o *Options) Validate() error {
 	for name, port := range map[string]int{"--health-port": o.HealthPort, "--metrics-port": o.MetricsPort} {
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("invalid %s: %d is not a port number", name, port)
+		}
+	}
+	if o.MetricsCertDir != "" {
+		// controller-runtime falls back to a self-signed certificate when the files are absent,
+		// which a scraper told to verify would refuse without saying why: fail at start instead.
+		if !o.MetricsSecure {
+			return fmt.Errorf("invalid --metrics-cert-dir: --metrics-secure=false serves plain HTTP")
+		}
+		if _, err := tls.LoadX509KeyPair(filepath.Join(o.MetricsCertDir, "tls.crt"), filepath.Join(o.MetricsCertDir, "tls.key")); err != nil {
+			return fmt.Errorf("invalid --metrics-cert-dir: %w", err)
 		}
 	}
 	if o.Workers < 1 || o.Workers > MaxWorkers {

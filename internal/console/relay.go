@@ -52,7 +52,7 @@ func ServiceAddress(p *banlieuev1.Provider) (string, error) {
 // each start (SelfSignedTLS) and no CA vouches for them, so none is verified: what the
 // connection protects against is a passive reader, and what a token a man in the middle takes is
 // worth is bounded by its audience (one Provider's consoles) and its 10-minute life
-// (docs/security.md, "Console").
+// (docs/security.md, "Console"). ADR-0151 (proposed) pins the key each replica publishes.
 func ProviderTLS() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} //nolint:gosec // see above: self-signed provider certificates, the risk bounded by the token's audience
 }

@@ -2,10 +2,13 @@ package install
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,11 +105,15 @@ func TestChartMonitoring(t *testing.T) {
 	want := map[string]any{
 		"port": "metrics", "path": "/metrics", "scheme": "https", "interval": "15s",
 		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-		"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+		"tlsConfig": map[string]any{
+			"ca":         map[string]any{"secret": map[string]any{"name": "banlieue-metrics-serving", "key": "ca.crt"}},
+			"serverName": "banlieue-metrics." + ns + ".svc",
+		},
 	}
 	if len(endpoints) != 1 || !reflect.DeepEqual(endpoints[0], want) {
 		t.Errorf("ServiceMonitor endpoints %v, want [%v]", endpoints, want)
 	}
+	checkMetricsCertificate(t, byKey, ns)
 
 	rule, ok := byKey["PrometheusRule.monitoring.coreos.com "+ns+"/banlieue"]
 	if !ok {
@@ -157,4 +164,51 @@ func readChartFile(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// checkMetricsCertificate: the Secret the chart generates holds a certificate that verifies
+// against its own ca.crt for the ServiceMonitor's serverName (what Prometheus checks), with a
+// key that matches it; every role mounts it where --metrics-cert-dir points.
+func checkMetricsCertificate(t *testing.T, byKey map[string]*unstructured.Unstructured, ns string) {
+	t.Helper()
+	obj, ok := byKey["Secret "+ns+"/banlieue-metrics-serving"]
+	if !ok {
+		t.Fatal("no Secret banlieue-metrics-serving")
+	}
+	var secret corev1.Secret
+	fromUnstructured(t, obj, &secret)
+	pair, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("banlieue-metrics-serving: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatal("banlieue-metrics-serving's ca.crt holds no certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "banlieue-metrics." + ns + ".svc"}); err != nil {
+		t.Errorf("the metrics certificate does not verify for the ServiceMonitor's serverName: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "kubernetes.default.svc"}); err == nil {
+		t.Error("the metrics certificate verifies for kubernetes.default.svc")
+	}
+	for _, role := range []string{"controller", "operator", "imagebuilder"} {
+		var d appsv1.Deployment
+		fromUnstructured(t, byKey["Deployment.apps "+ns+"/banlieue-"+role], &d)
+		spec := d.Spec.Template.Spec
+		mounted := false
+		for _, m := range spec.Containers[0].VolumeMounts {
+			for _, v := range spec.Volumes {
+				if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "banlieue-metrics-serving" && m.MountPath == "/etc/banlieue/metrics" {
+					mounted = true
+				}
+			}
+		}
+		if !mounted || !slices.Contains(spec.Containers[0].Args, "--metrics-cert-dir=/etc/banlieue/metrics") {
+			t.Errorf("Deployment banlieue-%s: metrics certificate mounted %v, args %v", role, mounted, spec.Containers[0].Args)
+		}
+	}
 }
