@@ -31,69 +31,15 @@ import (
 // controller's reconcile-time histogram (summed over every process that runs it), the API
 // server's requests by verb and resource, and the CPU time of each group of processes.
 type sample struct {
-	reconcile map[string]histogram // controller → its histogram
-	requests  map[string]float64   // "VERB resource[/subresource]" → count
+	reconcile map[string]metric.Histogram // controller → its histogram
+	requests  map[string]float64          // "VERB resource[/subresource]" → count
 	cpu       map[string]time.Duration
-}
-
-// histogram is a cumulative Prometheus histogram: counts[i] observations ≤ bounds[i].
-type histogram struct {
-	bounds []float64
-	counts []float64
-	n      float64
-}
-
-// minus is h's observations since earlier.
-func (h histogram) minus(earlier histogram) histogram {
-	out := histogram{bounds: h.bounds, counts: slices.Clone(h.counts), n: h.n - earlier.n}
-	if len(earlier.counts) == len(h.counts) {
-		for i := range out.counts {
-			out.counts[i] -= earlier.counts[i]
-		}
-	}
-	return out
-}
-
-func (h *histogram) add(m *dto.Histogram) {
-	if h.bounds == nil {
-		for _, b := range m.GetBucket() {
-			h.bounds = append(h.bounds, b.GetUpperBound())
-			h.counts = append(h.counts, 0)
-		}
-	}
-	for i, b := range m.GetBucket() {
-		if i < len(h.counts) {
-			h.counts[i] += float64(b.GetCumulativeCount())
-		}
-	}
-	h.n += float64(m.GetSampleCount())
-}
-
-// quantile estimates the q-quantile as Prometheus' histogram_quantile does: linearly within the
-// bucket that holds it. Beyond the last bound it is that bound.
-func (h histogram) quantile(q float64) time.Duration {
-	if h.n == 0 {
-		return 0
-	}
-	rank := q * h.n
-	lower, below := 0.0, 0.0
-	for i, c := range h.counts {
-		if c >= rank {
-			frac := 0.0
-			if c > below {
-				frac = (rank - below) / (c - below)
-			}
-			return time.Duration((lower + (h.bounds[i]-lower)*frac) * float64(time.Second))
-		}
-		lower, below = h.bounds[i], c
-	}
-	return time.Duration(h.bounds[len(h.bounds)-1] * float64(time.Second))
 }
 
 // take reads the reconcile histograms of the given families (one set per role process, or this
 // process's registry) and the API server's request counters.
 func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily, procs map[string][]int) sample {
-	s := sample{reconcile: map[string]histogram{}, requests: map[string]float64{}, cpu: map[string]time.Duration{}}
+	s := sample{reconcile: map[string]metric.Histogram{}, requests: map[string]float64{}, cpu: map[string]time.Duration{}}
 	for group, pids := range procs {
 		for _, pid := range pids {
 			s.cpu[group] += cpuOf(t, pid)
@@ -104,7 +50,7 @@ func take(t *testing.T, cfg *rest.Config, roles []map[string]*dto.MetricFamily, 
 		for _, m := range f.GetMetric() {
 			name := metric.Label(m, "controller")
 			h := s.reconcile[name]
-			h.add(m.GetHistogram())
+			h.Add(m.GetHistogram())
 			s.reconcile[name] = h
 		}
 	}
@@ -218,12 +164,12 @@ func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
 func phase(from, to sample, vms int, benchOwn string) string {
 	var lat []string
 	for _, name := range slices.Sorted(maps.Keys(to.reconcile)) {
-		h := to.reconcile[name].minus(from.reconcile[name])
-		if h.n == 0 {
+		h := to.reconcile[name].Minus(from.reconcile[name])
+		if h.N == 0 {
 			continue
 		}
-		lat = append(lat, fmt.Sprintf("%s %.0f passes p50 %s p99 %s", name, h.n,
-			h.quantile(0.50).Round(time.Millisecond), h.quantile(0.99).Round(time.Millisecond)))
+		lat = append(lat, fmt.Sprintf("%s %.0f passes p50 %s p99 %s", name, h.N,
+			h.Quantile(0.50).Round(time.Millisecond), h.Quantile(0.99).Round(time.Millisecond)))
 	}
 	type req struct {
 		key string

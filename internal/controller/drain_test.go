@@ -208,3 +208,28 @@ func TestPlanDrainProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyDrainStatusChanged(t *testing.T) {
+	base := drainedProvider(2, &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0})
+	for _, tc := range []struct {
+		name   string
+		mutate func(*banlieuev1.Provider)
+		want   bool
+	}{
+		{"status.drain's moving list", func(p *banlieuev1.Provider) {
+			p.Status.Drain.Moving = []banlieuev1.DrainVM{{Namespace: "t", Name: "a", Since: drainT0}}
+		}, true},
+		{"status.drain removed", func(p *banlieuev1.Provider) { p.Status.Drain = nil }, true},
+		{"the capacity", func(p *banlieuev1.Provider) {
+			p.Status.FailureDomains = []banlieuev1.FailureDomain{{Name: "kvm-a"}}
+		}, false},
+		{"the spec", func(p *banlieuev1.Provider) { p.Spec.Drain = nil }, false},
+		{"a label", func(p *banlieuev1.Provider) { p.Labels = map[string]string{"rack": "r2"} }, false},
+	} {
+		after := base.DeepCopy()
+		tc.mutate(after)
+		if got := onlyDrainStatusChanged(base, after); got != tc.want {
+			t.Errorf("%s: onlyDrainStatusChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

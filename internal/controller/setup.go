@@ -82,7 +82,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&banlieuev1.VirtualMachine{}, inScope).
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(imageRefIndex))).
 		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(classRefIndex))).
-		Watches(&banlieuev1.Provider{}, handler.EnqueueRequestsFromMapFunc(vms.byProvider)).
+		Watches(&banlieuev1.Provider{}, vms.providerHandler()).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(vms.byNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(app.ControllerOptions(opts.Workers))

@@ -4,8 +4,12 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -53,6 +57,48 @@ func (m *vmMapper) byProvider(ctx context.Context, o client.Object) []reconcile.
 		return nil
 	}
 	return m.list(ctx, client.InNamespace(p.Namespace))
+}
+
+// providerHandler wakes the VMs a Provider change concerns (byProvider). A change of
+// status.drain alone concerns only the VMs the drain moves, before or after it: the drain
+// writes its status as each VM moves, and waking every VM of a shared Provider each time slowed
+// a drain several times over (docs/performance.md, "Placement and drain over a fleet").
+func (m *vmMapper) providerHandler() handler.EventHandler {
+	all := handler.EnqueueRequestsFromMapFunc(m.byProvider)
+	return handler.Funcs{
+		CreateFunc:  all.Create,
+		DeleteFunc:  all.Delete,
+		GenericFunc: all.Generic,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			before, ok1 := e.ObjectOld.(*banlieuev1.Provider)
+			after, ok2 := e.ObjectNew.(*banlieuev1.Provider)
+			if !ok1 || !ok2 || !onlyDrainStatusChanged(before, after) {
+				all.Update(ctx, e, q)
+				return
+			}
+			for _, st := range []*banlieuev1.ProviderDrainStatus{before.Status.Drain, after.Status.Drain} {
+				if st == nil {
+					continue
+				}
+				for _, v := range st.Moving {
+					if m.namespace == "" || v.Namespace == m.namespace {
+						q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: v.Namespace, Name: v.Name}})
+					}
+				}
+			}
+		},
+	}
+}
+
+// onlyDrainStatusChanged reports whether after differs from before in status.drain alone.
+func onlyDrainStatusChanged(before, after *banlieuev1.Provider) bool {
+	if !equality.Semantic.DeepEqual(before.Spec, after.Spec) || !equality.Semantic.DeepEqual(before.Labels, after.Labels) ||
+		!before.DeletionTimestamp.Equal(after.DeletionTimestamp) {
+		return false
+	}
+	b, a := before.Status, after.Status
+	b.Drain, a.Drain = nil, nil
+	return equality.Semantic.DeepEqual(b, a)
 }
 
 // byNamespace maps a Namespace to its VMs: its labels decide which shared Providers admit them.
