@@ -9,7 +9,7 @@
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue), HELM_VERSION
 set -euo pipefail
 
-HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 cache="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}"
 out="$cache/helm/$HELM_VERSION"
 helm="$out/helm"

@@ -11,6 +11,9 @@
 #                              its objects, applied before `clusterctl init`, keep their own
 #   metadata.yaml, cluster-template.yaml
 #                              clusterctl's metadata and cluster template (templates/)
+#   banlieue.cdx.json          the SBOM: CycloneDX JSON of the binary (the image's one program) by
+#                              cyclonedx-gomod, every Go module with its version and the Go
+#                              standard library it was built with
 #   SHA256SUMS                 sha256sum of them all; `sha256sum -c SHA256SUMS` verifies them
 #
 #   hack/release.sh            what `make release` runs
@@ -54,7 +57,7 @@ dist="${DIST:-dist}"
 
 mkdir -p "$dist"
 dist="$(cd "$dist" && pwd)"
-rm -f "$dist"/install.yaml "$dist"/banlieue-*.tgz "$dist"/banlieue-image.tar "$dist"/SHA256SUMS \
+rm -f "$dist"/install.yaml "$dist"/banlieue-*.tgz "$dist"/banlieue-image.tar "$dist"/SHA256SUMS "$dist"/banlieue.cdx.json \
   "$dist"/infrastructure-components.yaml "$dist"/build-namespace.yaml "$dist"/metadata.yaml "$dist"/cluster-template.yaml
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -121,7 +124,18 @@ VERSION="$version" IMAGE="$image" hack/image.sh >/dev/null
 cp bin/banlieue-image.tar "$dist/banlieue-image.tar"
 log "wrote banlieue-image.tar ($image)"
 
-(cd "$dist" && sha256sum install.yaml "banlieue-$chart_version.tgz" banlieue-image.tar \
+# The SBOM, from the binary's own build information (go version -m): what was built, not what
+# go.mod asks for. cyclonedx-gomod is built once from the Go module proxy into the cache.
+cdx_version=v1.10.0
+cdx="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}/cyclonedx-gomod/$cdx_version/cyclonedx-gomod"
+if [[ ! -x $cdx ]]; then
+  log "building cyclonedx-gomod $cdx_version from the Go module proxy"
+  GOBIN="$(dirname "$cdx")" go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$cdx_version" >&2
+fi
+"$cdx" bin -json -std -noserial -notimestamp -version "$version" -output "$dist/banlieue.cdx.json" bin/banlieue
+log "wrote banlieue.cdx.json ($(grep -c '"bom-ref"' "$dist/banlieue.cdx.json") references)"
+
+(cd "$dist" && sha256sum install.yaml "banlieue-$chart_version.tgz" banlieue-image.tar banlieue.cdx.json \
   infrastructure-components.yaml build-namespace.yaml metadata.yaml cluster-template.yaml >SHA256SUMS)
 log "wrote SHA256SUMS into $dist"
 echo "$dist"

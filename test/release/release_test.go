@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ const (
 	chartFile    = "banlieue-" + chartVersion + ".tgz"
 )
 
-var artifacts = []string{"install.yaml", chartFile, "banlieue-image.tar",
+var artifacts = []string{"install.yaml", chartFile, "banlieue-image.tar", "banlieue.cdx.json",
 	"infrastructure-components.yaml", "build-namespace.yaml", "metadata.yaml", "cluster-template.yaml"}
 
 // roles are the Deployments every install creates in banlieue-system.
@@ -57,6 +58,12 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("SHA256SUMS lists every artifact and sha256sum -c verifies them", func(t *testing.T) {
 		checkSums(t, first)
+	})
+	t.Run("the SBOM names the release and the modules built into the binary", func(t *testing.T) {
+		checkSBOM(t, first)
+		if !bytes.Equal(readFile(t, filepath.Join(first, "banlieue.cdx.json")), readFile(t, filepath.Join(second, "banlieue.cdx.json"))) {
+			t.Errorf("banlieue.cdx.json differs between two runs of hack/release.sh")
+		}
 	})
 	t.Run("install.yaml holds config/default, the CRDs first", func(t *testing.T) {
 		checkOrder(t, readFile(t, filepath.Join(first, "install.yaml")))
@@ -125,6 +132,59 @@ func runRelease(t *testing.T, dist string) {
 		t.Fatalf("hack/release.sh: %v\n%s", err, out)
 	}
 	t.Logf("hack/release.sh in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// checkSBOM: banlieue.cdx.json is a CycloneDX document for banlieue at the release's version,
+// listing controller-runtime at the version go.mod requires and the Go standard library at the
+// version the binary was built with.
+func checkSBOM(t *testing.T, dist string) {
+	t.Helper()
+	var bom struct {
+		BOMFormat string `json:"bomFormat"`
+		Metadata  struct {
+			Component struct{ Name, Version string } `json:"component"`
+		} `json:"metadata"`
+		Components []struct{ Name, Version string } `json:"components"`
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join(dist, "banlieue.cdx.json")), &bom); err != nil {
+		t.Fatalf("banlieue.cdx.json: %v", err)
+	}
+	if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Name != "banlieue.io/banlieue" || bom.Metadata.Component.Version != version {
+		t.Errorf("SBOM is %s of %s %s, want CycloneDX of banlieue.io/banlieue %s", bom.BOMFormat,
+			bom.Metadata.Component.Name, bom.Metadata.Component.Version, version)
+	}
+	want := map[string]string{"sigs.k8s.io/controller-runtime": goModVersion(t, "sigs.k8s.io/controller-runtime"), "std": goVersion(t)}
+	for name, v := range want {
+		if !slices.ContainsFunc(bom.Components, func(c struct{ Name, Version string }) bool { return c.Name == name && c.Version == v }) {
+			t.Errorf("SBOM lacks %s %s among its %d components", name, v, len(bom.Components))
+		}
+	}
+}
+
+// goModVersion is the version go.mod requires of module.
+func goModVersion(t *testing.T, module string) string {
+	t.Helper()
+	for _, line := range strings.Split(string(readFile(t, filepath.Join(testenv.RepoRoot(), "go.mod"))), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+			return f[1]
+		}
+	}
+	t.Fatalf("go.mod requires no %s", module)
+	return ""
+}
+
+// goVersion is the Go release that built bin/banlieue (release.sh builds it), as go1.N.M.
+func goVersion(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "version", filepath.Join(testenv.RepoRoot(), "bin", "banlieue")).Output()
+	if err != nil {
+		t.Fatalf("go version bin/banlieue: %v", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 {
+		t.Fatalf("go version bin/banlieue: %q", out)
+	}
+	return f[1]
 }
 
 // checkSums: SHA256SUMS names exactly the artifacts, each with its own digest (computed here as
