@@ -13,6 +13,8 @@
 #   - cloud-init reads only NoCloud (the seed cdrom banlieue attaches) and renders the network
 #     for systemd-networkd;
 #   - qemu-guest-agent runs on the virtio-serial port org.qemu.guest_agent.0;
+#   - systemd-logind (with dbus) shuts the guest down on the ACPI power button and on the agent's
+#     guest-shutdown (ADR-0152);
 #   - banlieue-phase.service writes `installed` to /run/banlieue/phase on every boot once
 #     cloud-init's final stage is over (ADR-0043), so GuestReady=True means user-data has run;
 #   - a getty on ttyS0, the kernel and systemd log there too.
@@ -32,7 +34,10 @@ suite=bookworm
 # No ifupdown: cloud-init renders the network for systemd-networkd.
 # The kernel is Debian's cloud one, as in Debian's genericcloud images: it has no AHCI driver, so
 # the guest proves banlieue's seed reaches such images on virtio-scsi (ADR-0122).
-packages=(linux-image-cloud-amd64 systemd systemd-sysv udev cloud-init qemu-guest-agent
+# dbus: systemd-logind runs only where a D-Bus daemon is (its unit's ConditionPathExists), and
+# without logind nothing acts on the ACPI power button, and `shutdown` (which qemu-guest-agent's
+# guest-shutdown runs) fails to reach logind: the guest would ignore every soft power-off.
+packages=(linux-image-cloud-amd64 systemd systemd-sysv udev dbus cloud-init qemu-guest-agent
   initramfs-tools systemd-boot-efi e2fsprogs iproute2 netbase
   python3-cffi-backend) # provides python3-cryptography's virtual dependencies, which debootstrap cannot resolve
 

@@ -94,9 +94,9 @@ type PowerOffMode string
 const (
 	// PowerOffHard destroys the domain: a power cut, the guest loses what it had not flushed.
 	PowerOffHard PowerOffMode = "Hard"
-	// PowerOffSoft presses the virtual ACPI power button once and waits for the guest.
+	// PowerOffSoft asks the guest once (its agent, else the ACPI power button) and waits for it.
 	PowerOffSoft PowerOffMode = "Soft"
-	// PowerOffTrySoft presses the button, then destroys the domain once the timeout has passed.
+	// PowerOffTrySoft asks the same way, then destroys the domain once the timeout has passed.
 	PowerOffTrySoft PowerOffMode = "TrySoft"
 )
 

@@ -20,10 +20,10 @@ type VirtualMachineSpec struct {
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	DesiredPowerState PowerState `json:"desiredPowerState,omitempty"`
-	// powerOffMode is how PoweredOff and a restart reach the guest. TrySoft (the default)
-	// presses the virtual ACPI power button, waits powerOffTimeout for the guest to shut down,
-	// then destroys the domain. Soft presses the button once and waits as long as the guest
-	// takes (a guest that ignores ACPI never goes off). Hard destroys the domain at once: a
+	// powerOffMode is how PoweredOff and a restart reach the guest. TrySoft (the default) asks
+	// the guest to shut down, through qemu-guest-agent when it answers, else the virtual ACPI
+	// power button, waits powerOffTimeout, then destroys the domain. Soft asks once and waits as
+	// long as the guest takes (a guest with neither never goes off). Hard destroys at once: a
 	// power cut, and the guest loses writes it has not flushed. Deleting a VM always destroys
 	// its domain, whatever the mode.
 	// +optional
@@ -40,7 +40,7 @@ type VirtualMachineSpec struct {
 	PowerOffTimeout *metav1.Duration `json:"powerOffTimeout,omitempty"`
 	// nextRestartTime asks for a restart: set it to the current time (RFC 3339) and a running VM
 	// restarts once, when it is later than status.lastRestartTime. Soft and TrySoft reboot the
-	// guest through the ACPI power button (a guest that ignores ACPI does not restart); Hard
+	// guest through its agent, else the ACPI power button (a guest with neither does not); Hard
 	// destroys and starts the domain (a power cut). A VM that is off or suspended restarts when
 	// it next starts.
 	// +optional

@@ -92,9 +92,15 @@ const DomainRunningBooted DomainStateReason = 1
 // their values: how a shutdown or reboot reaches the guest.
 type DomainPowerFlags uint32
 
-// PowerACPIButton (VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN, VIR_DOMAIN_REBOOT_ACPI_POWER_BTN) presses
-// the virtual ACPI power button; the guest decides what to do with it.
-const PowerACPIButton DomainPowerFlags = 1 << 0
+const (
+	// PowerACPIButton (VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN, VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)
+	// presses the virtual ACPI power button; the guest decides what to do with it.
+	PowerACPIButton DomainPowerFlags = 1 << 0
+	// PowerGuestAgent (VIR_DOMAIN_SHUTDOWN_GUEST_AGENT, VIR_DOMAIN_REBOOT_GUEST_AGENT) asks the
+	// guest agent to shut down or reboot the guest; libvirtd refuses when no agent answers.
+	// Alone, without PowerACPIButton, so that libvirtd does not fall back to the button itself.
+	PowerGuestAgent DomainPowerFlags = 1 << 1
+)
 
 // DomainXMLFlags is virDomainXMLFlags.
 type DomainXMLFlags uint32

@@ -46,8 +46,8 @@ const (
 // LibvirtMachine Ready reasons of a graceful power-off and of suspension (docs/adr/0118); each
 // is also the reason of the event announcing it.
 const (
-	// ReasonShuttingDown: the provider pressed the domain's ACPI power button (powerOffMode Soft
-	// or TrySoft) and waits for the guest to shut down.
+	// ReasonShuttingDown: the provider asked the guest to shut down, through its agent or else
+	// the ACPI power button (powerOffMode Soft or TrySoft), and waits for it.
 	ReasonShuttingDown = "ShuttingDown"
 	// ReasonShutdownTimedOut: the guest did not shut down within spec.powerOffTimeout of the
 	// button (TrySoft); the domain was destroyed, a power cut.

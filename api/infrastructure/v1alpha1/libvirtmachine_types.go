@@ -137,9 +137,9 @@ type LibvirtMachineSpec struct {
 	// +optional
 	// +kubebuilder:default=PoweredOn
 	DesiredPowerState banlieuev1.PowerState `json:"desiredPowerState,omitempty"`
-	// powerOffMode is how PoweredOff and a restart reach the guest: TrySoft (the default) ACPI
-	// power button, then destroy after powerOffTimeout; Soft the button only; Hard destroy at
-	// once (a power cut). Teardown always destroys.
+	// powerOffMode is how PoweredOff and a restart reach the guest: TrySoft (the default) asks
+	// the guest agent, else presses the ACPI power button, then destroys after powerOffTimeout;
+	// Soft asks only; Hard destroys at once (a power cut). Teardown always destroys.
 	// +optional
 	// +kubebuilder:default=TrySoft
 	PowerOffMode banlieuev1.PowerOffMode `json:"powerOffMode,omitempty"`
@@ -280,9 +280,10 @@ type LibvirtMachineStatus struct {
 	// observedPowerState of the domain.
 	// +optional
 	ObservedPowerState banlieuev1.PowerState `json:"observedPowerState,omitempty"`
-	// powerOffRequestedAt is when the provider pressed the domain's ACPI power button for the
-	// power-off under way (Soft, TrySoft); TrySoft's timeout counts from it, across provider
-	// restarts. Cleared once the domain is off or PoweredOff is no longer asked for.
+	// powerOffRequestedAt is when the provider asked the guest to shut down (its agent, else the
+	// ACPI power button) for the power-off under way (Soft, TrySoft); TrySoft's timeout counts
+	// from it, across provider restarts. Cleared once the domain is off or PoweredOff is no
+	// longer asked for.
 	// +optional
 	PowerOffRequestedAt *metav1.Time `json:"powerOffRequestedAt,omitempty"`
 	// lastRestartTime is the spec.nextRestartTime the domain last restarted (or started) for.

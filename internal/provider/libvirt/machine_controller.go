@@ -239,7 +239,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.Libv
 			return ctrl.Result{}, err
 		}
 	}
-	emitMachineTransitions(r.recorder, &r.announced, m, &m.Status, &status, obs.power.plan.action)
+	emitMachineTransitions(r.recorder, &r.announced, m, &m.Status, &status, obs.power)
 	requeue := machineRequeue(obs, r.Connections.Watching(m.ProviderKey()))
 	// A power-off under way is watched closely, whatever the resync.
 	if w := obs.power.requeue(); w > 0 {

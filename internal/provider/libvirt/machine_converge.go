@@ -485,7 +485,7 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	starts.clear(m.UID)
 	out.inputs = powerInputsOf(m, state, time.Now())
 	out.plan = decidePower(out.inputs)
-	if err := powerCall(ctx, c, dom, out.plan.action); err != nil {
+	if out.asked, err = powerCall(ctx, c, dom, out.plan.action); err != nil {
 		return out, err
 	}
 	if out.plan.action == powerNone {
@@ -496,47 +496,51 @@ func applyPower(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachin
 	return out, err
 }
 
-// powerCall makes the libvirt calls of one power action. Each error names the step.
-func powerCall(ctx context.Context, c *libvirt.Client, dom libvirt.Domain, action powerAction) error {
+// powerCall makes the libvirt calls of one power action and says how a soft shutdown or reboot
+// reached the guest. Each error names the step.
+func powerCall(ctx context.Context, c *libvirt.Client, dom libvirt.Domain, action powerAction) (softAsk, error) {
+	var ask softAsk
 	var err error
 	switch action {
 	case powerStart:
 		if _, err = c.DomainCreate(ctx, dom, 0); err != nil {
-			return fmt.Errorf("starting domain %s: %w", dom.Name, err)
+			return ask, fmt.Errorf("starting domain %s: %w", dom.Name, err)
 		}
 	case powerShutdown:
-		if err = c.DomainShutdown(ctx, dom, libvirt.PowerACPIButton); err != nil {
-			return fmt.Errorf("pressing the ACPI power button of domain %s: %w", dom.Name, err)
+		ask, err = askGuest(ctx, func(ctx context.Context, f libvirt.DomainPowerFlags) error { return c.DomainShutdown(ctx, dom, f) })
+		if err != nil {
+			return ask, fmt.Errorf("%s to shut domain %s down: %w", ask.via.asking(), dom.Name, err)
 		}
 	case powerDestroy:
 		if err = c.DomainDestroy(ctx, dom); err != nil {
-			return fmt.Errorf("stopping domain %s: %w", dom.Name, err)
+			return ask, fmt.Errorf("stopping domain %s: %w", dom.Name, err)
 		}
 	case powerForce:
 		if err = c.DomainDestroy(ctx, dom); err != nil {
-			return fmt.Errorf("destroying domain %s after spec.powerOffTimeout: %w", dom.Name, err)
+			return ask, fmt.Errorf("destroying domain %s after spec.powerOffTimeout: %w", dom.Name, err)
 		}
 	case powerSuspend:
 		if err = c.DomainSuspend(ctx, dom); err != nil {
-			return fmt.Errorf("suspending domain %s: %w", dom.Name, err)
+			return ask, fmt.Errorf("suspending domain %s: %w", dom.Name, err)
 		}
 	case powerResume:
 		if err = c.DomainResume(ctx, dom); err != nil {
-			return fmt.Errorf("resuming domain %s: %w", dom.Name, err)
+			return ask, fmt.Errorf("resuming domain %s: %w", dom.Name, err)
 		}
 	case powerReboot:
-		if err = c.DomainReboot(ctx, dom, libvirt.PowerACPIButton); err != nil {
-			return fmt.Errorf("rebooting domain %s through the ACPI power button: %w", dom.Name, err)
+		ask, err = askGuest(ctx, func(ctx context.Context, f libvirt.DomainPowerFlags) error { return c.DomainReboot(ctx, dom, f) })
+		if err != nil {
+			return ask, fmt.Errorf("%s to reboot domain %s: %w", ask.via.asking(), dom.Name, err)
 		}
 	case powerCycle:
 		if err = c.DomainDestroy(ctx, dom); err != nil {
-			return fmt.Errorf("destroying domain %s to restart it: %w", dom.Name, err)
+			return ask, fmt.Errorf("destroying domain %s to restart it: %w", dom.Name, err)
 		}
 		if _, err = c.DomainCreate(ctx, dom, 0); err != nil {
-			return fmt.Errorf("starting domain %s to restart it: %w", dom.Name, err)
+			return ask, fmt.Errorf("starting domain %s to restart it: %w", dom.Name, err)
 		}
 	}
-	return nil
+	return ask, nil
 }
 
 // guestAddresses asks the agent, then DHCP leases, then the ARP table; the first source with an

@@ -27,10 +27,11 @@ type machineEvent struct {
 // machineTransitions are the transitions of the domain between the status a pass found and the
 // one it writes: the first recorded domain UUID (defined), the observed power state moving to or
 // from PoweredOn (started, stopped, suspended, resumed), and the power actions only the pass
-// knows of: the ACPI power button pressed (ShuttingDown), a power-off forced after the timeout
-// (ShutdownTimedOut), a restart. A pass that redefines the same domain, or finds it as it was,
-// moves nothing and announces nothing (docs/adr/0106).
-func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus, action powerAction) []machineEvent {
+// knows of: a shutdown asked of the guest (ShuttingDown, naming the path: guest agent or ACPI
+// power button), a power-off forced after the timeout (ShutdownTimedOut), a restart. A pass that
+// redefines the same domain, or finds it as it was, moves nothing and announces nothing
+// (docs/adr/0106).
+func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus, power powerOutcome) []machineEvent {
 	var out []machineEvent
 	if before.DomainUUID == "" && after.DomainUUID != "" {
 		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainDefined,
@@ -48,20 +49,22 @@ func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.Libvir
 	case (was == banlieuev1.PoweredOn || was == banlieuev1.Suspended) && is == banlieuev1.PoweredOff:
 		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainStopped, note: fmt.Sprintf("domain %s stopped", name)})
 	}
+	action := power.plan.action
 	switch action {
 	case powerShutdown:
 		out = append(out, machineEvent{reason: infrav1.ReasonShuttingDown, key: "shutdown",
-			note: fmt.Sprintf("ACPI power button pressed on domain %s (powerOffMode %s)", name, cmp.Or(m.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft))})
+			note: fmt.Sprintf("%s domain %s (powerOffMode %s)%s", power.asked.shutdownNote(), name,
+				cmp.Or(m.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft), power.asked.why())})
 	case powerForce:
 		out = append(out, machineEvent{reason: infrav1.ReasonShutdownTimedOut, key: "shutdown", warning: true,
 			note: fmt.Sprintf("domain %s did not shut down within spec.powerOffTimeout; destroyed", name)})
 	case powerReboot, powerCycle:
-		how := "rebooted through the ACPI power button"
+		how, why := "rebooted through the "+string(power.asked.via), power.asked.why()
 		if action == powerCycle {
-			how = "destroyed and started again (powerOffMode Hard)"
+			how, why = "destroyed and started again (powerOffMode Hard)", ""
 		}
 		out = append(out, machineEvent{reason: banlieuev1.ReasonDomainRestarted, key: "restart",
-			note: fmt.Sprintf("domain %s %s for spec.nextRestartTime", name, how)})
+			note: fmt.Sprintf("domain %s %s for spec.nextRestartTime%s", name, how, why)})
 	}
 	return out
 }
@@ -70,8 +73,8 @@ func machineTransitions(m *infrav1.LibvirtMachine, before, after *infrav1.Libvir
 // per domain UUID, a power event once until the next one, a power-off's events once per press
 // and a restart once per request.
 func emitMachineTransitions(rec events.EventRecorder, seen *announced, m *infrav1.LibvirtMachine, before, after *infrav1.LibvirtMachineStatus,
-	action powerAction) {
-	for _, e := range machineTransitions(m, before, after, action) {
+	power powerOutcome) {
+	for _, e := range machineTransitions(m, before, after, power) {
 		key, value := string(m.UID)+"/power", e.reason
 		switch {
 		case e.reason == banlieuev1.ReasonDomainDefined:

@@ -38,12 +38,37 @@ func TestMachineTransitions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, e := range machineTransitions(m, tc.before, tc.after, tc.action) {
+			for _, e := range machineTransitions(m, tc.before, tc.after, powerOutcome{plan: powerPlan{action: tc.action}}) {
 				got = append(got, e.reason)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("machineTransitions = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The ShuttingDown and DomainRestarted events name the path that reached the guest, and after
+// the button, why the agent was not used.
+func TestMachineTransitionsNameThePath(t *testing.T) {
+	m := &infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{DomainName: "ns-web"}}
+	on := &infrav1.LibvirtMachineStatus{DomainUUID: "u", ObservedPowerState: banlieuev1.PoweredOn}
+	refusal := "libvirt DOMAIN_SHUTDOWN_FLAGS: error (code 86): Guest agent is not responding: QEMU guest agent is not connected"
+	for _, tc := range []struct {
+		action powerAction
+		asked  softAsk
+		want   string
+	}{
+		{powerShutdown, softAsk{via: viaGuestAgent}, "guest agent asked to shut down domain ns-web (powerOffMode TrySoft)"},
+		{powerShutdown, softAsk{via: viaACPIButton, agentRefusal: refusal},
+			"ACPI power button pressed on domain ns-web (powerOffMode TrySoft); the guest agent did not take it: " + refusal},
+		{powerReboot, softAsk{via: viaGuestAgent}, "domain ns-web rebooted through the guest agent for spec.nextRestartTime"},
+		{powerReboot, softAsk{via: viaACPIButton, agentRefusal: "x"},
+			"domain ns-web rebooted through the ACPI power button for spec.nextRestartTime; the guest agent did not take it: x"},
+	} {
+		got := machineTransitions(m, on, on, powerOutcome{plan: powerPlan{action: tc.action}, asked: tc.asked})
+		if len(got) != 1 || got[0].note != tc.want {
+			t.Errorf("%s via %s: events %+v, want one with note %q", tc.action, tc.asked.via, got, tc.want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package libvirt
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,6 +137,8 @@ type powerOutcome struct {
 	reason libvirt.DomainStateReason
 	plan   powerPlan
 	inputs powerInputs
+	// asked is how this pass's soft shutdown or reboot reached the guest.
+	asked softAsk
 }
 
 // requestedAt is status.powerOffRequestedAt after the pass.
@@ -158,4 +163,88 @@ func (o powerOutcome) requeue() time.Duration {
 		}
 	}
 	return watch
+}
+
+// softPath is how a soft shutdown or reboot reached the guest.
+type softPath string
+
+const (
+	viaGuestAgent softPath = "guest agent"
+	viaACPIButton softPath = "ACPI power button"
+)
+
+// asking names the step of a call on path, for its error.
+func (p softPath) asking() string {
+	if p == viaGuestAgent {
+		return "asking the guest agent"
+	}
+	return "pressing the ACPI power button"
+}
+
+// softAsk is how one soft shutdown or reboot reached the guest: the path, and when the button
+// was pressed, why the agent did not take the request.
+type softAsk struct {
+	via          softPath
+	agentRefusal string
+}
+
+// agentPowerTimeout bounds the guest agent's shutdown or reboot. libvirtd refuses at once when
+// no agent is connected and answers once the guest has begun (the agent's channel closes); an
+// agent that hangs must not hold the pass, and the button is pressed instead.
+const agentPowerTimeout = 20 * time.Second
+
+// askGuest asks the guest to shut down or reboot through call (DomainShutdown or DomainReboot):
+// through its guest agent first, which needs nothing in the guest but the agent (a minimal
+// image has no daemon acting on the ACPI button: docs/guides/libvirt-provider.md, "Power"), then
+// through the ACPI power button when libvirtd or the agent refuses or does not answer in time.
+// A connection that broke, or the pass's own deadline, is an error: nothing could be pressed.
+func askGuest(ctx context.Context, call func(context.Context, libvirt.DomainPowerFlags) error) (softAsk, error) {
+	err := call(libvirt.WithCallTimeout(ctx, agentPowerTimeout), libvirt.PowerGuestAgent)
+	if err == nil {
+		return softAsk{via: viaGuestAgent}, nil
+	}
+	var refused *libvirt.Error
+	var late *libvirt.TimeoutError
+	if !errors.As(err, &refused) && !errors.As(err, &late) {
+		return softAsk{via: viaGuestAgent}, err
+	}
+	ask := softAsk{via: viaACPIButton, agentRefusal: err.Error()}
+	return ask, call(ctx, libvirt.PowerACPIButton)
+}
+
+// shutdownNote begins the ShuttingDown event: what was done to which domain.
+func (a softAsk) shutdownNote() string {
+	if a.via == viaGuestAgent {
+		return "guest agent asked to shut down"
+	}
+	return "ACPI power button pressed on"
+}
+
+// why is, after the button was pressed, why the agent was not used; empty otherwise.
+func (a softAsk) why() string {
+	if a.via != viaACPIButton || a.agentRefusal == "" {
+		return ""
+	}
+	return "; the guest agent did not take it: " + a.agentRefusal
+}
+
+// requested is how the Ready message of a power-off under way begins.
+func (a softAsk) requested() string {
+	switch a.via {
+	case viaGuestAgent:
+		return "shutdown asked of the guest agent"
+	case viaACPIButton:
+		return "ACPI power button pressed"
+	}
+	return "shutdown requested"
+}
+
+// askedIn reads the path back from a ShuttingDown message that requested wrote.
+func askedIn(msg string) softAsk {
+	for _, via := range []softPath{viaGuestAgent, viaACPIButton} {
+		if strings.HasPrefix(msg, softAsk{via: via}.requested()+" ") {
+			return softAsk{via: via}
+		}
+	}
+	return softAsk{}
 }

@@ -1,6 +1,11 @@
 package libvirt
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +154,88 @@ func TestReadyOfPower(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, msg := readyOf(tc.m, tc.obs); got != tc.want {
 				t.Errorf("readyOf = %s (%q), want %s", got, msg, tc.want)
+			}
+		})
+	}
+}
+
+// The Ready message of a power-off under way names the path the pass that asked took, and the
+// passes waiting after it keep that message; a forced one names no path.
+func TestReadyOfNamesThePath(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	m := &infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{DesiredPowerState: banlieuev1.PoweredOff}}
+	asked := func(action powerAction, via softPath) observation {
+		return observation{state: libvirt.DomainRunning, power: powerOutcome{state: libvirt.DomainRunning,
+			plan: powerPlan{action: action, requestedAt: at}, inputs: powerInputs{timeout: 2 * time.Minute}, asked: softAsk{via: via}}}
+	}
+	for _, tc := range []struct {
+		name string
+		obs  observation
+		want string
+	}{
+		{"agent", asked(powerShutdown, viaGuestAgent),
+			"shutdown asked of the guest agent at 2026-12-01T12:00:00Z (spec.powerOffMode TrySoft); the domain is destroyed at 2026-12-01T12:02:00Z if the guest has not shut down"},
+		{"button", asked(powerShutdown, viaACPIButton),
+			"ACPI power button pressed at 2026-12-01T12:00:00Z (spec.powerOffMode TrySoft); the domain is destroyed at 2026-12-01T12:02:00Z if the guest has not shut down"},
+		{"waiting, no earlier message", asked(powerNone, ""),
+			"shutdown requested at 2026-12-01T12:00:00Z (spec.powerOffMode TrySoft); the domain is destroyed at 2026-12-01T12:02:00Z if the guest has not shut down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, msg := readyOf(m, tc.obs)
+			if reason != infrav1.ReasonShuttingDown || msg != tc.want {
+				t.Errorf("readyOf = %s %q, want %s %q", reason, msg, infrav1.ReasonShuttingDown, tc.want)
+			}
+			// The next pass waits and keeps it.
+			waiting := m.DeepCopy()
+			waiting.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionReady, Reason: reason, Message: msg}}
+			if r, got := readyOf(waiting, asked(powerNone, "")); r != reason || got != msg {
+				t.Errorf("the pass after: %s %q, want %s %q", r, got, reason, msg)
+			}
+			// Switched to Soft while waiting: the same path, the new mode.
+			waiting.Spec.PowerOffMode = banlieuev1.PowerOffSoft
+			_, got := readyOf(waiting, asked(powerNone, ""))
+			if want := strings.SplitN(msg, " (", 2)[0] + " (spec.powerOffMode Soft); waiting for the guest to shut down"; got != want {
+				t.Errorf("after a switch to Soft: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// askGuest asks the agent first, with the agent's flag alone, and presses the button only when
+// libvirtd refused or the agent did not answer in time; a broken connection presses nothing.
+func TestAskGuest(t *testing.T) {
+	refused := &libvirt.Error{Code: 86, Message: "Guest agent is not responding: QEMU guest agent is not connected", Procedure: "DOMAIN_SHUTDOWN_FLAGS"}
+	late := &libvirt.TimeoutError{Op: "DOMAIN_SHUTDOWN_FLAGS", After: agentPowerTimeout}
+	gone := fmt.Errorf("libvirt DOMAIN_SHUTDOWN_FLAGS: %w", libvirt.ErrConnectionClosed)
+	buttonRefused := &libvirt.Error{Code: 55, Message: "domain is not running"}
+	for _, tc := range []struct {
+		name             string
+		agentErr, btnErr error
+		wantCalls        []libvirt.DomainPowerFlags
+		wantVia          softPath
+		wantRefusal      string
+		wantErr          error
+	}{
+		{"the agent takes it", nil, nil, []libvirt.DomainPowerFlags{libvirt.PowerGuestAgent}, viaGuestAgent, "", nil},
+		{"no agent: the button", refused, nil, []libvirt.DomainPowerFlags{libvirt.PowerGuestAgent, libvirt.PowerACPIButton}, viaACPIButton, refused.Error(), nil},
+		{"a silent agent: the button", late, nil, []libvirt.DomainPowerFlags{libvirt.PowerGuestAgent, libvirt.PowerACPIButton}, viaACPIButton, late.Error(), nil},
+		{"the button refused too", refused, buttonRefused, []libvirt.DomainPowerFlags{libvirt.PowerGuestAgent, libvirt.PowerACPIButton}, viaACPIButton, refused.Error(), buttonRefused},
+		{"the connection broke", gone, nil, []libvirt.DomainPowerFlags{libvirt.PowerGuestAgent}, viaGuestAgent, "", gone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []libvirt.DomainPowerFlags
+			ask, err := askGuest(context.Background(), func(_ context.Context, f libvirt.DomainPowerFlags) error {
+				calls = append(calls, f)
+				if f == libvirt.PowerGuestAgent {
+					return tc.agentErr
+				}
+				return tc.btnErr
+			})
+			if !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("calls %v, want %v", calls, tc.wantCalls)
+			}
+			if ask.via != tc.wantVia || ask.agentRefusal != tc.wantRefusal || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("askGuest = %+v, %v; want via %s, refusal %q, error %v", ask, err, tc.wantVia, tc.wantRefusal, tc.wantErr)
 			}
 		})
 	}

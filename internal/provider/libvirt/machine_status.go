@@ -78,21 +78,27 @@ func readyOf(m *infrav1.LibvirtMachine, obs observation) (string, string) {
 	switch {
 	case p.plan.action == powerForce || off && m.Spec.DesiredPowerState == banlieuev1.PoweredOff &&
 		prev != nil && prev.Reason == infrav1.ReasonShutdownTimedOut:
-		msg := "the guest did not shut down within spec.powerOffTimeout of the ACPI power button; the domain was destroyed"
+		msg := "the guest did not shut down within spec.powerOffTimeout of the shutdown request; the domain was destroyed"
 		if prev != nil && prev.Reason == infrav1.ReasonShutdownTimedOut && p.plan.action != powerForce {
 			msg = prev.Message
 		} else if !p.inputs.requestedAt.IsZero() {
-			msg = fmt.Sprintf("the guest did not shut down within spec.powerOffTimeout (%s) of the ACPI power button at %s; the domain was destroyed",
+			msg = fmt.Sprintf("the guest did not shut down within spec.powerOffTimeout (%s) of the shutdown request at %s; the domain was destroyed",
 				p.inputs.timeout, p.inputs.requestedAt.UTC().Format(time.RFC3339))
 		}
 		return infrav1.ReasonShutdownTimedOut, msg
 	case !off && !p.plan.requestedAt.IsZero():
+		// Only the pass that asked knows the path (agent or button): the passes waiting after it
+		// read it back from the message that pass wrote.
+		asked := p.asked
+		if p.plan.action != powerShutdown && prev != nil && prev.Reason == infrav1.ReasonShuttingDown {
+			asked = askedIn(prev.Message)
+		}
 		at := p.plan.requestedAt.UTC().Format(time.RFC3339)
 		if m.Spec.PowerOffMode == banlieuev1.PowerOffSoft {
-			return infrav1.ReasonShuttingDown, fmt.Sprintf("ACPI power button pressed at %s (spec.powerOffMode Soft); waiting for the guest to shut down", at)
+			return infrav1.ReasonShuttingDown, fmt.Sprintf("%s at %s (spec.powerOffMode Soft); waiting for the guest to shut down", asked.requested(), at)
 		}
-		return infrav1.ReasonShuttingDown, fmt.Sprintf("ACPI power button pressed at %s (spec.powerOffMode TrySoft); the domain is destroyed at %s if the guest has not shut down",
-			at, p.plan.requestedAt.Add(p.inputs.timeout).UTC().Format(time.RFC3339))
+		return infrav1.ReasonShuttingDown, fmt.Sprintf("%s at %s (spec.powerOffMode TrySoft); the domain is destroyed at %s if the guest has not shut down",
+			asked.requested(), at, p.plan.requestedAt.Add(p.inputs.timeout).UTC().Format(time.RFC3339))
 	case m.Spec.DesiredPowerState == banlieuev1.Suspended && powerState(obs.state) == banlieuev1.Suspended:
 		return infrav1.ReasonDomainSuspended, "domain is suspended, as spec.desiredPowerState asks"
 	case !off:

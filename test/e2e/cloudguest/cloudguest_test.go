@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -217,6 +218,69 @@ func TestCloudGuestOnLab(t *testing.T) {
 		}
 		s.waitAgentAddress(ctx, t, vms[2], staticAddress)
 	})
+	// Last: it powers the VM off.
+	t.Run("stop (TrySoft): the guest agent shuts the guest down; libvirt says shutdown, not destroyed", func(t *testing.T) {
+		s.stopGracefully(ctx, t, vms[1])
+	})
+}
+
+// stopGracefully powers vm off as `kubectl banlieue stop` does (spec.desiredPowerState
+// PoweredOff, powerOffMode left at its default TrySoft) and checks from libvirt that the guest
+// shut itself down: the domain's shut-off reason is shutdown, not destroyed (a power cut after
+// spec.powerOffTimeout, 2 minutes by default, which the wait outlasts so that it shows).
+func (s *suite) stopGracefully(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
+	t.Helper()
+	dom := s.domain(ctx, t, vm)
+	var got banlieuev1.VirtualMachine
+	if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.PowerOffMode != "" && got.Spec.PowerOffMode != banlieuev1.PowerOffTrySoft {
+		t.Fatalf("%s: powerOffMode %s, want the default TrySoft", vm.Name, got.Spec.PowerOffMode)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.DesiredPowerState = banlieuev1.PoweredOff
+	if err := s.env.Client.Patch(ctx, &got, patch); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var reason libvirt.DomainStateReason
+	testenv.Eventually(t, 150*time.Second, dom.Name+" shut off", func() error {
+		state, r, err := s.host.DomainState(ctx, dom)
+		if err != nil {
+			return testenv.Unmet(false, err.Error())
+		}
+		reason = r
+		return testenv.Unmet(state == libvirt.DomainShutOff, fmt.Sprintf("%s (reason %d)", state, r))
+	})
+	t.Logf("%s: shut off %s after spec.desiredPowerState PoweredOff", dom.Name, time.Since(start).Round(100*time.Millisecond))
+	if reason != libvirt.DomainShutoffShutdown {
+		t.Errorf("%s: shut off with reason %d, want %d (shutdown); %d is destroyed", dom.Name, reason, libvirt.DomainShutoffShutdown, libvirt.DomainShutoffDestroyed)
+	}
+	testenv.Eventually(t, 30*time.Second, "a ShuttingDown event naming the guest agent", func() error {
+		notes := s.eventNotes(ctx, t, vm, infrav1.ReasonShuttingDown)
+		return testenv.Unmet(slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, "guest agent asked to shut down") }),
+			fmt.Sprintf("%q", notes))
+	})
+	if notes := s.eventNotes(ctx, t, vm, infrav1.ReasonShutdownTimedOut); len(notes) != 0 {
+		t.Errorf("%s: ShutdownTimedOut events %q for a guest that shut down", vm.Name, notes)
+	}
+}
+
+// eventNotes are the notes of the events about the VM's LibvirtMachine with reason.
+func (s *suite) eventNotes(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, reason string) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := s.env.Client.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "LibvirtMachine" && e.Regarding.Name == vm.Name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }
 
 // TestCloudGuestDHCPOnLab: a VM without a static address, on a libvirt NAT network, gets its
