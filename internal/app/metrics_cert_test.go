@@ -39,7 +39,7 @@ func TestMetricsServesItsCertificate(t *testing.T) {
 		}
 	}
 
-	opts := app.Options{MetricsPort: freePort(t), MetricsSecure: true, MetricsCertDir: dir}
+	opts := app.Options{MetricsPort: testenv.FreePort(t), MetricsSecure: true, MetricsCertDir: dir}
 	if err := validateMetrics(opts); err != nil {
 		t.Fatalf("Validate with the certificate present: %v", err)
 	}
@@ -106,14 +106,4 @@ func TestMetricsServesItsCertificate(t *testing.T) {
 func validateMetrics(o app.Options) error {
 	o.LogFormat, o.Workers, o.KubeAPIQPS, o.KubeAPIBurst, o.NoLeaderElect = "text", 1, 1, 1, true
 	return o.Validate()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
