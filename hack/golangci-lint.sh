@@ -7,6 +7,8 @@
 # Usage: hack/golangci-lint.sh [ARGS...]
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue)
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 
 GOLANGCI_LINT_VERSION=v2.15.0

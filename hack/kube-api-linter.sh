@@ -8,6 +8,8 @@
 # Usage: hack/kube-api-linter.sh [ARGS...]   (default: run ./api/...; run gets the config)
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue)
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 
 # kube-api-linter publishes no tags: the version is a commit's pseudo-version.
