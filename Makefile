@@ -1,5 +1,8 @@
 # Developer entry points. Every target works from a fresh clone; tools are pinned in go.mod.
 SHELL := /usr/bin/env bash -o pipefail
+# The Go release of go.mod's toolchain line (hack/lib/toolchain.sh), for every go command below:
+# a machine ignores that line on its own.
+export GOTOOLCHAIN := go1.27.3
 CONTROLLER_GEN := go tool controller-gen
 # What `banlieue version` reports (cmd/banlieue/version.go): the tag when HEAD is tagged (SemVer,
 # e.g. v0.1.0), else tag-distance-commit or the short commit, -dirty with local changes; and the
@@ -54,7 +57,7 @@ test-unit: ## The quick loop: pure and API-server packages, no root, libvirtd, n
 	hack/test.sh --quick
 
 .PHONY: lint
-lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), kube-api-linter on api/ (hack/kube-api-linter.sh), the import-graph boundaries, and shellcheck (hack/shellcheck.sh).
+lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), kube-api-linter on api/ (hack/kube-api-linter.sh), the import-graph boundaries, shellcheck (hack/shellcheck.sh), and govulncheck (hack/govulncheck.sh).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	hack/golangci-lint.sh run ./...
@@ -72,6 +75,8 @@ lint: ## gofmt, go vet, golangci-lint (hack/golangci-lint.sh), kube-api-linter o
 	hack/golangci-lint.sh run --build-tags capi ./test/capi/...
 	@# Every shell script git tracks.
 	hack/shellcheck.sh
+	@# Known vulnerabilities our code reaches, in the toolchain and the modules (docs/security.md).
+	hack/govulncheck.sh
 
 .PHONY: lab
 lab: ## The local lab (hack/lab.sh up).

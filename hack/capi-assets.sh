@@ -10,6 +10,8 @@
 # <dir>/webhook/manifests.yaml, <dir>/rbac/{role,aggregated_role}.yaml.
 # Env:    BANLIEUE_CACHE (default ~/.cache/banlieue), CAPI_VERSION
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 
 CAPI_VERSION="${CAPI_VERSION:-v1.14.2}"
 cache="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}"

@@ -8,6 +8,8 @@
 #
 # Env: BANLIEUE_LIBVIRT_LAB (the lab host, default /var/tmp/banlieue-lab).
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/gotest.sh
 source hack/lib/gotest.sh

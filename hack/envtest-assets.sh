@@ -7,6 +7,8 @@
 # Usage: hack/envtest-assets.sh            -> prints the asset directory on stdout (last line)
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue), KUBERNETES_VERSION, ETCD_VERSION
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 # shellcheck source=lib/kubernetes-from-modules.sh
 source "$(dirname "$0")/lib/kubernetes-from-modules.sh"
 

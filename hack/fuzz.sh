@@ -6,6 +6,8 @@
 #                         a 10s-budget run's time (the standard library instrumented first, about
 #                         30 s), which .ci/run does in the background long before it fuzzes.
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 budget=${1:-30s}
 

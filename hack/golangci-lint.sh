@@ -7,13 +7,19 @@
 # Usage: hack/golangci-lint.sh [ARGS...]
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue)
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 
 GOLANGCI_LINT_VERSION=v2.15.0
 bin_dir="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}/bin"
 lint="$bin_dir/golangci-lint"
 
-if [[ ! -x "$lint" || "$("$lint" version --short 2>/dev/null)" != "${GOLANGCI_LINT_VERSION#v}" ]]; then
+# It refuses a module whose toolchain is newer than the Go it was built with, so a binary built
+# by another Go than hack/lib/toolchain.sh's is rebuilt too.
+go_version="$(go env GOVERSION)"
+if [[ ! -x "$lint" || "$("$lint" version --short 2>/dev/null)" != "${GOLANGCI_LINT_VERSION#v}" ]] ||
+  ! "$lint" version 2>/dev/null | grep -qF "built with $go_version "; then
   echo "golangci-lint: installing $GOLANGCI_LINT_VERSION into $bin_dir" >&2
   mkdir -p "$bin_dir"
   rm -f "$lint" # go install will not replace a file it did not build

@@ -8,6 +8,8 @@
 # Usage: hack/helm.sh            -> prints the helm binary's path on stdout (last line)
 # Env:   BANLIEUE_CACHE (default ~/.cache/banlieue), HELM_VERSION
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 cache="${BANLIEUE_CACHE:-$HOME/.cache/banlieue}"

@@ -10,6 +10,8 @@
 # Env: IMAGE (default registry.example/banlieue:<make's VERSION>, the chart's repository),
 #      CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt, from Debian's ca-certificates).
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 

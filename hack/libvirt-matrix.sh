@@ -44,6 +44,8 @@
 # software emulation) unless BANLIEUE_LAB_KVM=1. `rm -rf DIR` after stop removes every trace.
 # Env: BANLIEUE_DEBIAN_MIRROR overrides the mirror read from the host's apt sources.
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # The daemons must not inherit the caller's descriptors.

@@ -8,6 +8,8 @@
 #
 # Env: BANLIEUE_CACHE (default ~/.cache/banlieue), KUBERNETES_VERSION, CONTAINERD_VERSION
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 # shellcheck source=lib/kubernetes-from-modules.sh
 source "$(dirname "$0")/lib/kubernetes-from-modules.sh"
 

@@ -20,6 +20,8 @@
 # Env: BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node): configs, logs, PID files, containerd
 #      and kubelet state. BANLIEUE_NODE_NAME (default banlieue-node).
 set -euo pipefail
+# shellcheck source=lib/toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 

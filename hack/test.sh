@@ -23,6 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
+# The Go release of go.mod's toolchain line (hack/lib/toolchain.sh): a machine ignores that line.
+export GOTOOLCHAIN=go1.27.3
 
 quick=0
 if [[ ${1:-} == --quick ]]; then

@@ -22,6 +22,8 @@
 # /tmp/banlieue-soak.* directory); the summary is printed at the end. Exits 1 if a phase failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../../hack/lib/toolchain.sh
+source hack/lib/toolchain.sh
 
 chaos_cycles=${CHAOS_CYCLES:-300}
 steady_cycles=${STEADY_CYCLES:-500}

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# shellcheck source=toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 # go_test NAME ARGS...: `go test -json ARGS` read by hack/testreport, which prints a line per
 # package and the whole output of whatever failed; with BANLIEUE_TEST_REPORT set, each package's
 # result is appended to $BANLIEUE_TEST_REPORT/NAME.summary for .ci/run's closing table. Fails when

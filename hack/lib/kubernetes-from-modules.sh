@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# shellcheck source=toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
 # Sourced by hack/envtest-assets.sh and hack/node-assets.sh: builds commands of k8s.io/kubernetes
 # from the Go module proxy, the only place this machine can get them from.
 #
