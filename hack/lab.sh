@@ -17,9 +17,9 @@
 #      the release artifacts. BANLIEUE_LIBVIRT_LAB (default /var/tmp/banlieue-lab): the libvirt
 #      host's state. BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node): the node's.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 # shellcheck source=lib/toolchain.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
+cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH:/usr/sbin:/sbin
 
 # The lab's daemons must not inherit the caller's descriptors (the test lock, under flock), as
