@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,8 +48,18 @@ func (e *Env) InstallClusterAPICRDs(t testing.TB, crds ...string) {
 		group, plural, _ := strings.Cut(base, "_")
 		names = append(names, "crd/"+plural+"."+group)
 	}
-	if out, err := e.Kubectl(t, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, names...)...); err != nil {
-		t.Fatalf("waiting for Cluster API's CRDs: %v\n%s", err, out)
+	// kubectl wait fails at once, rather than waits, on a CRD whose status has no conditions
+	// yet ("accessor error"), as one just created may not: such a refusal is asked again.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := e.Kubectl(t, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, names...)...)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(string(out), "accessor error") || time.Now().After(deadline) {
+			t.Fatalf("waiting for Cluster API's CRDs: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
