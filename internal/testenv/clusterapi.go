@@ -6,8 +6,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
