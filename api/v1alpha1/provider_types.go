@@ -363,6 +363,38 @@ type ProviderStatus struct {
 	// drain is the progress of spec.drain, written by the controller only.
 	// +optional
 	Drain *ProviderDrainStatus `json:"drain,omitempty"`
+	// allocated is what banlieue has placed on each failure domain, summed over the
+	// VirtualMachines placed there, written by the controller only. It counts what the
+	// scheduler counts: placements not yet realised included. A failure domain with no VM
+	// placed on it has no entry.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	Allocated []FailureDomainAllocation `json:"allocated,omitempty"`
+}
+
+// FailureDomainAllocation is what the VMs placed on one failure domain take, beside what its
+// Provider's overcommit policy lets the scheduler place there.
+type FailureDomainAllocation struct {
+	// name of the failure domain.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// virtualMachines is how many VMs are placed on it.
+	VirtualMachines int32 `json:"virtualMachines"`
+	// cpus is the vCPUs of those VMs.
+	CPUs int64 `json:"cpus"`
+	// memoryMiB is their memory.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// allowedCPUs is the vCPUs the scheduler may place on it (its logical CPUs ×
+	// cpuAllocationPercent / 100); unset while the failure domain publishes no capacity.
+	// +optional
+	AllowedCPUs *int64 `json:"allowedCPUs,omitempty"`
+	// allowedMemoryMiB is the memory the scheduler may place on it ((memory −
+	// reservedMemoryMiB) × memoryAllocationPercent / 100); unset while the failure domain
+	// publishes no capacity.
+	// +optional
+	AllowedMemoryMiB *int64 `json:"allowedMemoryMiB,omitempty"`
 }
 
 // Provider registers one hypervisor host with banlieue.

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -159,3 +160,52 @@ func insufficient(vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, need
 	}
 	return &scheduleError{banlieuev1.ReasonInsufficientCapacity, msg}
 }
+
+// allocatedOn is status.allocated of Provider p from the VMs placed on it (classes, by name,
+// for placements recorded without their figures): one entry per failure domain with a VM
+// placed on it, in name order, each beside its allowance when the domain publishes its
+// capacity. It counts as allocations does, so the status shows what the scheduler sees. A
+// Provider with nothing placed gets no entry, so registering a host writes nothing here.
+func allocatedOn(p *banlieuev1.Provider, placed []banlieuev1.VirtualMachine,
+	classes map[string]*banlieuev1.VMClass) []banlieuev1.FailureDomainAllocation {
+	byName := map[string]*banlieuev1.FailureDomainAllocation{}
+	entry := func(name string) *banlieuev1.FailureDomainAllocation {
+		if a, ok := byName[name]; ok {
+			return a
+		}
+		a := &banlieuev1.FailureDomainAllocation{Name: name}
+		byName[name] = a
+		return a
+	}
+	for _, fd := range p.Status.FailureDomains {
+		a := entry(fd.Name)
+		if allow, ok := allowed(p, fd); ok {
+			a.AllowedCPUs, a.AllowedMemoryMiB = &allow.cpus, &allow.memoryMiB
+		}
+	}
+	for i := range placed {
+		vm := &placed[i]
+		if !onProvider(vm, p) {
+			continue
+		}
+		d := placedDemand(vm, classes)
+		a := entry(vm.Status.Scheduled.FailureDomain)
+		a.VirtualMachines++
+		a.CPUs += d.cpus
+		a.MemoryMiB += d.memoryMiB
+	}
+	out := make([]banlieuev1.FailureDomainAllocation, 0, len(byName))
+	for _, a := range byName {
+		if a.VirtualMachines > 0 {
+			out = append(out, *a)
+		}
+	}
+	slices.SortFunc(out, func(a, b banlieuev1.FailureDomainAllocation) int { return cmp.Compare(a.Name, b.Name) })
+	if len(out) > maxAllocated {
+		out = out[:maxAllocated]
+	}
+	return out
+}
+
+// maxAllocated bounds status.allocated (its CRD maxItems).
+const maxAllocated = 1024

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -69,6 +71,20 @@ func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
 		if per[h] != 2 {
 			t.Fatalf("placements per host = %v, want two on each of %v", per, hosts)
 		}
+	}
+	// Each host's status.allocated shows its two VMs beside its allowance (8 CPUs at 400 %,
+	// 16384 MiB less the 1024 MiB reserve); the refused VM is allocated nowhere.
+	var small banlieuev1.VMClass
+	if err := s.c.Get(ctx, client.ObjectKey{Name: "small"}, &small); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		want := banlieuev1.FailureDomainAllocation{Name: h, VirtualMachines: 2, CPUs: 2 * int64(small.Spec.Hardware.CPUs),
+			MemoryMiB: 2 * int64(small.Spec.Hardware.MemoryMiB), AllowedCPUs: ptr.To[int64](32), AllowedMemoryMiB: ptr.To[int64](15360)}
+		poll(ctx, t, s.c, client.ObjectKey{Namespace: ns, Name: h}, &banlieuev1.Provider{}, fmt.Sprintf("status.allocated %+v", want),
+			func(p *banlieuev1.Provider) bool {
+				return len(p.Status.Allocated) == 1 && equality.Semantic.DeepEqual(p.Status.Allocated[0], want)
+			})
 	}
 
 	// Cordoned, all three: a new VM is refused, which also shows the controller's cache has

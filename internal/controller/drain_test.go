@@ -209,7 +209,7 @@ func TestPlanDrainProperties(t *testing.T) {
 	}
 }
 
-func TestOnlyDrainStatusChanged(t *testing.T) {
+func TestOnlyControllerStatusChanged(t *testing.T) {
 	base := drainedProvider(2, &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0})
 	for _, tc := range []struct {
 		name   string
@@ -220,6 +220,9 @@ func TestOnlyDrainStatusChanged(t *testing.T) {
 			p.Status.Drain.Moving = []banlieuev1.DrainVM{{Namespace: "t", Name: "a", Since: drainT0}}
 		}, true},
 		{"status.drain removed", func(p *banlieuev1.Provider) { p.Status.Drain = nil }, true},
+		{"status.allocated", func(p *banlieuev1.Provider) {
+			p.Status.Allocated = []banlieuev1.FailureDomainAllocation{{Name: "kvm-a", VirtualMachines: 1, CPUs: 2, MemoryMiB: 2048}}
+		}, true},
 		{"the capacity", func(p *banlieuev1.Provider) {
 			p.Status.FailureDomains = []banlieuev1.FailureDomain{{Name: "kvm-a"}}
 		}, false},
@@ -228,8 +231,8 @@ func TestOnlyDrainStatusChanged(t *testing.T) {
 	} {
 		after := base.DeepCopy()
 		tc.mutate(after)
-		if got := onlyDrainStatusChanged(base, after); got != tc.want {
-			t.Errorf("%s: onlyDrainStatusChanged = %v, want %v", tc.name, got, tc.want)
+		if got := onlyControllerStatusChanged(base, after); got != tc.want {
+			t.Errorf("%s: onlyControllerStatusChanged = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
@@ -307,4 +309,69 @@ func assertNoRoom(t *testing.T, seed uint64, providers []banlieuev1.Provider, pl
 			t.Fatalf("seed %d: refused InsufficientCapacity, but %s has %+v free for %+v", seed, p.Name, f.free, need)
 		}
 	}
+}
+
+func TestAllocatedOn(t *testing.T) {
+	small := &banlieuev1.VMClass{Spec: banlieuev1.VMClassSpec{Hardware: banlieuev1.ClassHardware{CPUs: 2, MemoryMiB: 2048}}}
+	classes := map[string]*banlieuev1.VMClass{"small": small}
+	unrecorded := func(name, class string) banlieuev1.VirtualMachine {
+		vm := placedOn(name, "kvm-a", 0, 0)
+		vm.Spec.ClassRef.Name = class
+		return vm
+	}
+	elsewhere := placedOn("other-ns", "kvm-a", 8, 8192)
+	elsewhere.Status.Scheduled.ProviderNamespace = "tenant-b" // a Provider of the same name in another namespace
+	retired := placedOn("on-retired-fd", "kvm-a", 1, 512)
+	retired.Status.Scheduled.FailureDomain = "kvm-a-old"
+	for _, tc := range []struct {
+		name   string
+		p      banlieuev1.Provider
+		placed []banlieuev1.VirtualMachine
+		want   []banlieuev1.FailureDomainAllocation
+	}{
+		{"an empty host: no entry", testProvider("kvm-a", sized(8, 16384)), nil, nil},
+		{"a host whose VMs are all elsewhere: no entry", testProvider("kvm-a", sized(8, 16384)),
+			[]banlieuev1.VirtualMachine{placedOn("c", "kvm-b", 2, 2048)}, nil},
+		{"placed VMs summed; another Provider's and another namespace's not", testProvider("kvm-a", sized(8, 16384)),
+			[]banlieuev1.VirtualMachine{placedOn("a", "kvm-a", 2, 2048), placedOn("b", "kvm-a", 4, 4096), placedOn("c", "kvm-b", 16, 1024), elsewhere},
+			[]banlieuev1.FailureDomainAllocation{{Name: "kvm-a", VirtualMachines: 2, CPUs: 6, MemoryMiB: 6144,
+				AllowedCPUs: ptrTo[int64](32), AllowedMemoryMiB: ptrTo[int64](15360)}}},
+		{"a placement recorded without figures counts its class's; an unknown class counts the VM alone",
+			testProvider("kvm-a"), []banlieuev1.VirtualMachine{unrecorded("old", "small"), unrecorded("gone", "deleted-class")},
+			[]banlieuev1.FailureDomainAllocation{{Name: "kvm-a", VirtualMachines: 2, CPUs: 2, MemoryMiB: 2048}}},
+		{"the Provider's overcommit policy sets the allowance", testProvider("kvm-a", sized(8, 16384), func(p *banlieuev1.Provider) {
+			p.Spec.Overcommit = &banlieuev1.ProviderOvercommit{CPUAllocationPercent: ptrTo[int32](100),
+				MemoryAllocationPercent: ptrTo[int32](150), ReservedMemoryMiB: ptrTo[int32](0)}
+		}), []banlieuev1.VirtualMachine{placedOn("a", "kvm-a", 2, 2048)},
+			[]banlieuev1.FailureDomainAllocation{{Name: "kvm-a", VirtualMachines: 1, CPUs: 2, MemoryMiB: 2048,
+				AllowedCPUs: ptrTo[int64](8), AllowedMemoryMiB: ptrTo[int64](24576)}}},
+		{"a VM on a failure domain no longer published keeps its own entry, in name order", testProvider("kvm-a", sized(8, 16384)),
+			[]banlieuev1.VirtualMachine{retired, placedOn("a", "kvm-a", 2, 2048)},
+			[]banlieuev1.FailureDomainAllocation{
+				{Name: "kvm-a", VirtualMachines: 1, CPUs: 2, MemoryMiB: 2048, AllowedCPUs: ptrTo[int64](32), AllowedMemoryMiB: ptrTo[int64](15360)},
+				{Name: "kvm-a-old", VirtualMachines: 1, CPUs: 1, MemoryMiB: 512}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := allocatedOn(&tc.p, tc.placed, classes)
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("allocatedOn =\n%s\nwant\n%s", allocString(got), allocString(tc.want))
+			}
+		})
+	}
+}
+
+func allocString(as []banlieuev1.FailureDomainAllocation) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "  %s: %d VMs, %d vCPUs, %d MiB, allowed %v vCPUs %v MiB\n", a.Name, a.VirtualMachines, a.CPUs, a.MemoryMiB,
+			deref(a.AllowedCPUs), deref(a.AllowedMemoryMiB))
+	}
+	return b.String()
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "unset"
+	}
+	return *p
 }

@@ -60,6 +60,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		{&banlieuev1.VirtualMachine{}, classRefIndex, func(o client.Object) []string {
 			return []string{o.(*banlieuev1.VirtualMachine).Spec.ClassRef.Name}
 		}},
+		{&banlieuev1.VirtualMachine{}, placedOnIndex, placedOnKey},
 	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
@@ -128,12 +129,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("creating provider-in-use controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
-		Named("provider-drain").
+		Named("provider-placement").
 		For(&banlieuev1.Provider{}, inScope).
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfVM), inScope).
 		WithOptions(app.ControllerOptions(opts.Workers)).
-		Complete(&drainReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("banlieue-controller"), namespace: opts.Namespace}); err != nil {
-		return fmt.Errorf("creating provider-drain controller: %w", err)
+		Complete(&providerPlacementReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("banlieue-controller"), namespace: opts.Namespace}); err != nil {
+		return fmt.Errorf("creating provider-placement controller: %w", err)
 	}
 	if err := setupCAPIPlacement(mgr); err != nil {
 		return fmt.Errorf("setting up the Cluster API machine placement: %w", err)

@@ -72,7 +72,7 @@ func (m *vmMapper) providerHandler() handler.EventHandler {
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			before, ok1 := e.ObjectOld.(*banlieuev1.Provider)
 			after, ok2 := e.ObjectNew.(*banlieuev1.Provider)
-			if !ok1 || !ok2 || !onlyDrainStatusChanged(before, after) {
+			if !ok1 || !ok2 || !onlyControllerStatusChanged(before, after) {
 				all.Update(ctx, e, q)
 				return
 			}
@@ -90,14 +90,17 @@ func (m *vmMapper) providerHandler() handler.EventHandler {
 	}
 }
 
-// onlyDrainStatusChanged reports whether after differs from before in status.drain alone.
-func onlyDrainStatusChanged(before, after *banlieuev1.Provider) bool {
+// onlyControllerStatusChanged reports whether after differs from before only in the status
+// fields the controller writes (drain, allocated): a VM's placement reads neither, and a drain's
+// moving VMs are enqueued by name.
+func onlyControllerStatusChanged(before, after *banlieuev1.Provider) bool {
 	if !equality.Semantic.DeepEqual(before.Spec, after.Spec) || !equality.Semantic.DeepEqual(before.Labels, after.Labels) ||
 		!before.DeletionTimestamp.Equal(after.DeletionTimestamp) {
 		return false
 	}
 	b, a := before.Status, after.Status
 	b.Drain, a.Drain = nil, nil
+	b.Allocated, a.Allocated = nil, nil
 	return equality.Semantic.DeepEqual(b, a)
 }
 

@@ -65,15 +65,10 @@ func TestSharedProviderAgainstAPIServer(t *testing.T) {
 	s.create(ctx, t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sharedNS, Name: "libvirt-edge-creds"},
 		Data: map[string][]byte{"tls.key": []byte("not a real key")}})
 	s.provider(ctx, t, sharedNS, sharedProvName, "libvirt")
-	var p banlieuev1.Provider
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: sharedNS, Name: sharedProvName}, &p); err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.AllowedNamespaces = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
-		Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}
-	if err := env.Client.Update(ctx, &p); err != nil {
-		t.Fatal(err)
-	}
+	s.patchProvider(ctx, t, sharedNS, sharedProvName, func(p *banlieuev1.Provider) {
+		p.Spec.AllowedNamespaces = &banlieuev1.AllowedNamespaces{From: banlieuev1.NamespacesFromSelector,
+			Selector: &banlieuev1.LabelSelector{MatchLabels: map[string]string{labLabel: "allowed"}}}
+	})
 	s.create(ctx, t, guideClass("shared-small", false))
 	s.image(ctx, t, "shared-ubuntu", banlieuev1.InstallImmediate, readyRowIn(sharedNS, sharedProvName))
 

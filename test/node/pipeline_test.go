@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -321,13 +322,16 @@ func TestImagePipelineOnTheRealNode(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		var p banlieuev1.Provider
-		if err := c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: provider}, &p); err != nil {
-			t.Fatal(err)
-		}
-		p.Spec.Capabilities.StorageClasses = append(p.Spec.Capabilities.StorageClasses,
-			banlieuev1.StorageClassMapping{Name: "sc-late", Target: map[string]string{"pool": late}})
-		if err := c.Update(ctx, &p); err != nil {
+		// Retried on conflict: the provider and the controller write the Provider's status.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var p banlieuev1.Provider
+			if err := c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: provider}, &p); err != nil {
+				return err
+			}
+			p.Spec.Capabilities.StorageClasses = append(p.Spec.Capabilities.StorageClasses,
+				banlieuev1.StorageClassMapping{Name: "sc-late", Target: map[string]string{"pool": late}})
+			return c.Update(ctx, &p)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		img := s.waitImage(t, "broken", "row ImportFailed on the late pool", func(img *banlieuev1.VMImage) bool {

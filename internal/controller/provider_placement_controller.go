@@ -20,41 +20,70 @@ import (
 	"banlieue.io/banlieue/internal/ssa"
 )
 
-// drainReconciler runs the drains of Providers (spec.drain): it decides with planDrain which
-// VMs move now and writes the plan to status.drain, which the VirtualMachine reconciler reads
-// to place those VMs afresh. It holds no state of its own, so a restart resumes a drain.
-type drainReconciler struct {
+// providerPlacementReconciler writes the controller's part of a Provider's status: what is
+// allocated on each failure domain (allocatedOn) and the drain (spec.drain), for which it
+// decides with planDrain which VMs move now; the VirtualMachine reconciler reads status.drain
+// to place those VMs afresh. It holds no state of its own, so a restart resumes a drain, and it
+// writes both in one apply.
+type providerPlacementReconciler struct {
 	client    client.Client
 	recorder  events.EventRecorder
 	namespace string
 }
 
-func (r *drainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// placedOnIndex indexes VirtualMachines by the Provider their placement records
+// (namespace/name), so a Provider's pass reads only its own VMs.
+const placedOnIndex = "status.scheduled.provider"
+
+func placedOnKey(o client.Object) []string {
+	vm, ok := o.(*banlieuev1.VirtualMachine)
+	if !ok || vm.Status.Scheduled == nil {
+		return nil
+	}
+	s := vm.Status.Scheduled
+	return []string{client.ObjectKey{Namespace: cmp.Or(s.ProviderNamespace, vm.Namespace), Name: s.ProviderName}.String()}
+}
+
+func (r *providerPlacementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p banlieuev1.Provider
 	if err := r.client.Get(ctx, req.NamespacedName, &p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if p.Spec.Drain == nil && p.Status.Drain == nil {
-		return ctrl.Result{}, nil
+	var vms banlieuev1.VirtualMachineList
+	if err := r.client.List(ctx, &vms, client.InNamespace(r.namespace), client.UnsafeDisableDeepCopy,
+		client.MatchingFields{placedOnIndex: req.String()}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("status of Provider %s/%s: listing the VirtualMachines placed on it: %w", p.Namespace, p.Name, err)
 	}
-	var placed []banlieuev1.VirtualMachine
-	if p.Spec.Drain != nil {
-		var vms banlieuev1.VirtualMachineList
-		if err := r.client.List(ctx, &vms, client.InNamespace(r.namespace), client.UnsafeDisableDeepCopy); err != nil {
-			return ctrl.Result{}, fmt.Errorf("drain of Provider %s/%s: listing VirtualMachines: %w", p.Namespace, p.Name, err)
+	var draining []banlieuev1.VirtualMachine
+	figuresMissing := false
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		if !onProvider(vm, &p) {
+			continue
 		}
-		for i := range vms.Items {
-			if onProvider(&vms.Items[i], &p) && vms.Items[i].DeletionTimestamp.IsZero() {
-				placed = append(placed, vms.Items[i])
-			}
+		figuresMissing = figuresMissing || vm.Status.Scheduled.CPUs == 0 && vm.Status.Scheduled.MemoryMiB == 0
+		if p.Spec.Drain != nil && vm.DeletionTimestamp.IsZero() {
+			draining = append(draining, *vm)
+		}
+	}
+	classes := map[string]*banlieuev1.VMClass{}
+	if figuresMissing {
+		// Placements recorded before their figures were count their class's.
+		var list banlieuev1.VMClassList
+		if err := r.client.List(ctx, &list); err != nil {
+			return ctrl.Result{}, fmt.Errorf("status of Provider %s/%s: listing VMClasses: %w", p.Namespace, p.Name, err)
+		}
+		for i := range list.Items {
+			classes[list.Items[i].Name] = &list.Items[i]
 		}
 	}
 	now := metav1.Now()
-	next := planDrain(&p, placed, now)
-	if !equality.Semantic.DeepEqual(p.Status.Drain, next) {
-		// Only status.drain is sent: the rest of the status is the provider's and the operator's.
-		if err := ssa.ApplyStatus(ctx, r.client, &p, &banlieuev1.ProviderStatus{Drain: next}, banlieuev1.FieldManagerController,
-			ssa.IfUnchanged); err != nil {
+	next := planDrain(&p, draining, now)
+	allocated := allocatedOn(&p, vms.Items, classes)
+	if !equality.Semantic.DeepEqual(p.Status.Drain, next) || !equality.Semantic.DeepEqual(p.Status.Allocated, allocated) {
+		// Only the controller's fields are sent: the rest of the status is the provider's and the operator's.
+		if err := ssa.ApplyStatus(ctx, r.client, &p, &banlieuev1.ProviderStatus{Drain: next, Allocated: allocated},
+			banlieuev1.FieldManagerController, ssa.IfUnchanged); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		r.announce(&p, p.Status.Drain, next)
@@ -73,7 +102,7 @@ func (r *drainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // announce emits the drain's events for the change from prev to next, after it was written.
-func (r *drainReconciler) announce(p *banlieuev1.Provider, prev, next *banlieuev1.ProviderDrainStatus) {
+func (r *providerPlacementReconciler) announce(p *banlieuev1.Provider, prev, next *banlieuev1.ProviderDrainStatus) {
 	if next == nil {
 		return
 	}
