@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -372,6 +374,35 @@ type ProviderStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1024
 	Allocated []FailureDomainAllocation `json:"allocated,omitempty"`
+	// consoleKeys are the keys of the console endpoints of the provider's replicas, each
+	// written by its own replica: the console relay sends its token only to an endpoint whose
+	// key is listed here and was renewed within ConsoleKeyValidity (docs/security.md,
+	// "Console").
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	// +kubebuilder:validation:MaxItems=16
+	ConsoleKeys []ConsoleKey `json:"consoleKeys,omitempty"`
+}
+
+// ConsoleKeyValidity is how long a published console key is trusted after its renewal; each
+// replica renews its own at a third of it, so a replica that crashed is trusted no longer.
+const ConsoleKeyValidity = 30 * time.Minute
+
+// ConsoleKey is one provider replica's console endpoint key.
+type ConsoleKey struct {
+	// pod is the replica's pod name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+	// sha256 is the SHA-256 of the certificate's public key (its DER SubjectPublicKeyInfo), in
+	// lowercase hex.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +kubebuilder:validation:MinLength=64
+	// +kubebuilder:validation:MaxLength=64
+	SHA256 string `json:"sha256"`
+	// renewedAt is when the replica last wrote the entry.
+	RenewedAt metav1.Time `json:"renewedAt"`
 }
 
 // FailureDomainAllocation is what the VMs placed on one failure domain take, beside what its

@@ -49,6 +49,7 @@ func newProviderLibvirtCommand() *cobra.Command {
 			ImportPull:           po.importPull,
 			ConsolePort:          po.consolePort,
 			ConsoleRelay:         po.consoleRelay,
+			PodName:              podName(),
 			Workers:              opts.Workers,
 			HostLimits:           po.hostLimits,
 			Breaker:              po.breaker,
@@ -119,6 +120,13 @@ func newProviderLibvirtCommand() *cobra.Command {
 
 // maxHostSetting caps the per-host flags: a typo must not turn a limit into none.
 const maxHostSetting = 256
+
+// podName is the process's pod (the Downward API's POD_NAME), or the host name, which is the
+// pod's name inside a pod.
+func podName() string {
+	host, _ := os.Hostname()
+	return envOr("POD_NAME", host)
+}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

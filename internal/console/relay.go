@@ -32,10 +32,11 @@ type Relay struct {
 	Tokens TokenSource
 	// Address is where p's provider listens (host:port); ServiceAddress when nil.
 	Address func(p *banlieuev1.Provider) (string, error)
-	// TLS configures the connection to the provider. The provider's certificate is generated
-	// in memory at its start and cannot be verified (docs/security.md, "Console": what the
-	// per-Provider audience bounds).
+	// TLS configures the connection to the provider; each dial adds the check of the
+	// provider's key against its Provider's status.consoleKeys (pinnedTLS).
 	TLS *tls.Config
+	// Now is the clock the keys' renewal times are read against; time.Now when nil.
+	Now func() time.Time
 }
 
 // ServiceAddress is the provider's Service, which the operator names after the workload's
@@ -48,13 +49,10 @@ func ServiceAddress(p *banlieuev1.Provider) (string, error) {
 	return net.JoinHostPort(w.DeploymentName+"."+w.Namespace+".svc", fmt.Sprint(ProviderPort)), nil
 }
 
-// ProviderTLS is how the relay dials providers. Their certificates are generated in memory at
-// each start (SelfSignedTLS) and no CA vouches for them, so none is verified: what the
-// connection protects against is a passive reader, and what a token a man in the middle takes is
-// worth is bounded by its audience (one Provider's consoles) and its 10-minute life
-// (docs/security.md, "Console"). ADR-0151 (proposed) pins the key each replica publishes.
+// ProviderTLS is how the relay dials providers, before each dial pins the key its Provider
+// publishes (pinnedTLS; ADR-0151).
 func ProviderTLS() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} //nolint:gosec // see above: self-signed provider certificates, the risk bounded by the token's audience
+	return &tls.Config{MinVersion: tls.VersionTLS12}
 }
 
 // ProviderError is a provider's refusal, with its HTTP status.
@@ -87,7 +85,11 @@ func (r *Relay) Dial(ctx context.Context, p *banlieuev1.Provider, machine *infra
 	if err != nil {
 		return nil, fmt.Errorf("requesting the relay's token for Provider %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	d := tls.Dialer{Config: r.TLS}
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	d := tls.Dialer{Config: pinnedTLS(r.TLS, p, now)}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("reaching the provider of %s/%s at %s: %w", p.Namespace, p.Name, addr, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,7 +210,7 @@ func TestPlanDrainProperties(t *testing.T) {
 	}
 }
 
-func TestOnlyControllerStatusChanged(t *testing.T) {
+func TestOnlyIgnoredStatusChanged(t *testing.T) {
 	base := drainedProvider(2, &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0})
 	for _, tc := range []struct {
 		name   string
@@ -223,6 +224,9 @@ func TestOnlyControllerStatusChanged(t *testing.T) {
 		{"status.allocated", func(p *banlieuev1.Provider) {
 			p.Status.Allocated = []banlieuev1.FailureDomainAllocation{{Name: "kvm-a", VirtualMachines: 1, CPUs: 2, MemoryMiB: 2048}}
 		}, true},
+		{"status.consoleKeys", func(p *banlieuev1.Provider) {
+			p.Status.ConsoleKeys = []banlieuev1.ConsoleKey{{Pod: "p-0", SHA256: strings.Repeat("ab", 32), RenewedAt: drainT0}}
+		}, true},
 		{"the capacity", func(p *banlieuev1.Provider) {
 			p.Status.FailureDomains = []banlieuev1.FailureDomain{{Name: "kvm-a"}}
 		}, false},
@@ -231,8 +235,8 @@ func TestOnlyControllerStatusChanged(t *testing.T) {
 	} {
 		after := base.DeepCopy()
 		tc.mutate(after)
-		if got := onlyControllerStatusChanged(base, after); got != tc.want {
-			t.Errorf("%s: onlyControllerStatusChanged = %v, want %v", tc.name, got, tc.want)
+		if got := onlyIgnoredStatusChanged(base, after); got != tc.want {
+			t.Errorf("%s: onlyIgnoredStatusChanged = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

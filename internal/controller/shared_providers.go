@@ -72,7 +72,7 @@ func (m *vmMapper) providerHandler() handler.EventHandler {
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			before, ok1 := e.ObjectOld.(*banlieuev1.Provider)
 			after, ok2 := e.ObjectNew.(*banlieuev1.Provider)
-			if !ok1 || !ok2 || !onlyControllerStatusChanged(before, after) {
+			if !ok1 || !ok2 || !onlyIgnoredStatusChanged(before, after) {
 				all.Update(ctx, e, q)
 				return
 			}
@@ -90,10 +90,10 @@ func (m *vmMapper) providerHandler() handler.EventHandler {
 	}
 }
 
-// onlyControllerStatusChanged reports whether after differs from before only in the status
-// fields the controller writes (drain, allocated): a VM's placement reads neither, and a drain's
-// moving VMs are enqueued by name.
-func onlyControllerStatusChanged(before, after *banlieuev1.Provider) bool {
+// onlyIgnoredStatusChanged reports whether after differs from before only in status fields a
+// VM's placement does not read: those the controller writes (drain, allocated) and the
+// replicas' console keys. A drain's moving VMs are enqueued by name.
+func onlyIgnoredStatusChanged(before, after *banlieuev1.Provider) bool {
 	if !equality.Semantic.DeepEqual(before.Spec, after.Spec) || !equality.Semantic.DeepEqual(before.Labels, after.Labels) ||
 		!before.DeletionTimestamp.Equal(after.DeletionTimestamp) {
 		return false
@@ -101,6 +101,7 @@ func onlyControllerStatusChanged(before, after *banlieuev1.Provider) bool {
 	b, a := before.Status, after.Status
 	b.Drain, a.Drain = nil, nil
 	b.Allocated, a.Allocated = nil, nil
+	b.ConsoleKeys, a.ConsoleKeys = nil, nil
 	return equality.Semantic.DeepEqual(b, a)
 }
 

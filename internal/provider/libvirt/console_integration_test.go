@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,8 +80,10 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	vm := env.VirtualMachineFor(ctx, t, client.ObjectKeyFromObject(m))
 
 	provider := types.NamespacedName{Namespace: testNamespace, Name: "lab"}
-	providerAddr := serveConsole(ctx, t, "127.0.0.1:0", selfSigned(t), &ConsoleServer{
+	serving := selfSigned(t)
+	providerAddr := serveConsole(ctx, t, "127.0.0.1:0", serving, &ConsoleServer{
 		Client: env.Client, Reader: env.Client, Connections: conns, Provider: provider, Relay: relayUser})
+	publishConsoleKey(ctx, t, env, provider, serving)
 	relayClient := installRelayAccount(ctx, t, env)
 	relay := &console.Relay{
 		Tokens:  &console.ServiceAccountTokens{Client: relayClient, ServiceAccount: types.NamespacedName{Namespace: testNamespace, Name: relayAccount}},
@@ -435,6 +438,31 @@ func serveConsole(ctx context.Context, t *testing.T, addr string, cfg *tls.Confi
 		t.Fatalf("serving on %s: %v", addr, err)
 		return ""
 	}
+}
+
+// publishConsoleKey runs the replica's KeyPublisher for serving's key, as the role does, and
+// waits until the Provider lists it: the relay trusts no other key.
+func publishConsoleKey(ctx context.Context, t *testing.T, env *testenv.Env, provider types.NamespacedName, serving *tls.Config) {
+	t.Helper()
+	hash, err := console.ServingKeyHash(serving)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = (&console.KeyPublisher{Client: env.Client, Provider: provider, Pod: "console-test-0", SHA256: hash}).Start(pctx)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	testenv.Eventually(t, time.Minute, "the console key in status.consoleKeys", func() error {
+		var p banlieuev1.Provider
+		if err := env.Client.Get(ctx, provider, &p); err != nil {
+			return err
+		}
+		return testenv.Unmet(slices.ContainsFunc(p.Status.ConsoleKeys, func(k banlieuev1.ConsoleKey) bool { return k.SHA256 == hash }),
+			fmt.Sprintf("keys %+v", p.Status.ConsoleKeys))
+	})
 }
 
 func selfSigned(t *testing.T) *tls.Config {

@@ -59,6 +59,8 @@ type Options struct {
 	ConsolePort int
 	// ConsoleRelay is the user the console relay's tokens authenticate as (--console-relay).
 	ConsoleRelay string
+	// PodName names the replica's entry in its Provider's status.consoleKeys.
+	PodName string
 	// Workers is how many objects each of the role's controllers reconciles at once
 	// (--workers); zero means one.
 	Workers int
@@ -159,9 +161,21 @@ func setupConsole(mgr manager.Manager, opts Options, conns *hostconn.Connections
 	if opts.ConsolePort == 0 || opts.ProviderName == "" {
 		return nil
 	}
+	if opts.PodName == "" {
+		return fmt.Errorf("the console endpoint needs the replica's pod name (POD_NAME) for its Provider's status.consoleKeys")
+	}
 	cfg, err := console.SelfSignedTLS()
 	if err != nil {
 		return fmt.Errorf("console endpoint certificate: %w", err)
+	}
+	hash, err := console.ServingKeyHash(cfg)
+	if err != nil {
+		return err
+	}
+	provider := types.NamespacedName{Namespace: opts.ProviderNamespace, Name: opts.ProviderName}
+	// The relay sends its token only to a key the Provider publishes (ADR-0151).
+	if err := mgr.Add(&console.KeyPublisher{Client: mgr.GetClient(), Provider: provider, Pod: opts.PodName, SHA256: hash}); err != nil {
+		return fmt.Errorf("console key publisher: %w", err)
 	}
 	return mgr.Add(&console.Listener{
 		Addr: ":" + strconv.Itoa(opts.ConsolePort),
@@ -170,7 +184,7 @@ func setupConsole(mgr manager.Manager, opts Options, conns *hostconn.Connections
 			Client:      mgr.GetClient(),
 			Reader:      mgr.GetAPIReader(),
 			Connections: conns,
-			Provider:    types.NamespacedName{Namespace: opts.ProviderNamespace, Name: opts.ProviderName},
+			Provider:    provider,
 			Relay:       opts.ConsoleRelay,
 		},
 	})
