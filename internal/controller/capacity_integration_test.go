@@ -112,15 +112,7 @@ func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
 
 func (s *suite) patchProvider(ctx context.Context, t *testing.T, ns, name string, mutate func(*banlieuev1.Provider)) {
 	t.Helper()
-	var p banlieuev1.Provider
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-		t.Fatal(err)
-	}
-	orig := p.DeepCopy()
-	mutate(&p)
-	if err := s.c.Patch(ctx, &p, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Patch(ctx, t, s.c, client.ObjectKey{Namespace: ns, Name: name}, &banlieuev1.Provider{}, mutate)
 }
 
 // placements waits until n VMs named prefix* of ns are scheduled and counts them per Provider.

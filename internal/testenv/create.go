@@ -30,3 +30,17 @@ func WaitGone(ctx context.Context, t testing.TB, c client.Client, o client.Objec
 		return Unmet(apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err))
 	})
 }
+
+// Patch reads obj by key, applies mutate and sends the difference as a merge patch with no
+// resourceVersion, so a status the roles write meanwhile cannot make it conflict.
+func Patch[T client.Object](ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, obj T, mutate func(T)) {
+	t.Helper()
+	if err := c.Get(ctx, key, obj); err != nil {
+		t.Fatalf("reading %T %s: %v", obj, key, err)
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	mutate(obj)
+	if err := c.Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("patching %T %s: %v", obj, key, err)
+	}
+}

@@ -96,13 +96,5 @@ func TestDrainOnLab(t *testing.T) {
 
 func patchProvider(ctx context.Context, t *testing.T, c client.Client, ns, name string, mutate func(*banlieuev1.Provider)) {
 	t.Helper()
-	var p banlieuev1.Provider
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-		t.Fatal(err)
-	}
-	orig := p.DeepCopy()
-	mutate(&p)
-	if err := c.Patch(ctx, &p, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Patch(ctx, t, c, client.ObjectKey{Namespace: ns, Name: name}, &banlieuev1.Provider{}, mutate)
 }
