@@ -1,0 +1,38 @@
+// Package vcenter is the vSphere provider's client of vCenter, written with govmomi. It knows
+// nothing of Kubernetes: the provider role adapts it to VSphereMachine.
+//
+// Surface:
+//
+//   - Dial(ctx, Endpoint, ...Option) *Session: TLS verified against Endpoint.CAPEM only (no
+//     system roots, no thumbprint fallback, no way to skip verification), then a login. A request
+//     answered NotAuthenticated (session expired or terminated) logs in again once and is retried.
+//     Every request is bounded by WithCallTimeout (30 s), every task wait by WithTaskTimeout
+//     (10 min). Session.Close logs out. The password is never logged nor put in an error.
+//   - FailureDomains(ctx, FailureDomainQuery): one FailureDomain per compute cluster, named by
+//     DomainName, region and zone from the nearest tag in the k8s-region / k8s-zone categories
+//     (cluster first, then its folders and datacenter), datastores and networks narrowed to those
+//     asked for that every connected host of the cluster, not in maintenance, really reaches.
+//     VTPM is declared in the query and copied (ADR-0039).
+//   - Ensure(ctx, MachineSpec) Machine: clone powered off (linked when the template has a snapshot
+//     and no disk grows), resize CPU, memory and disks, NICs on port groups, the cloud-init
+//     guestinfo keys (base64), vTPM; idempotent. Get, PowerOn, PowerOff (graceful: ShutdownGuest,
+//     then hard power-off after the timeout, or at once when Tools refuses; returns the
+//     PowerOffPath taken), Delete (power off, destroy, return when gone).
+//   - Watch(ctx, datacenter, folder, fn): WaitForUpdatesEx over a container view of the folder,
+//     reporting power state, guest IPs, Tools status and deletion.
+//
+// Ownership: a VM is banlieue's for an owner only if its extraConfig key banlieue.io.owner-uid
+// (outside guestinfo.*, which the guest can write) names that owner's UID. Ensure writes it in the
+// clone spec itself, so no VM of ours ever exists without it; config.managedBy is set to the
+// extension key io.banlieue as a marker for people, but is not the proof. Every change or destroy
+// reads the proof first; a VM without it is ErrNotOwned and is never adopted, changed or
+// destroyed.
+//
+// Names: user-supplied names are inventory paths below the datacenter, looked up with
+// SearchIndex.FindByInventoryPath only, never resolved as managed-object references or globs.
+// Refs passed back in (Machine.Ref, "VirtualMachine:vm-42") must name a VirtualMachine and are
+// re-proven owned before use.
+//
+// Errors are *StepError naming the step that failed; ErrNotFound and ErrNotOwned are matched with
+// errors.Is.
+package vcenter
