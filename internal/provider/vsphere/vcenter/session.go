@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"reflect"
 	"sync"
@@ -142,6 +143,11 @@ func (s *Session) login(ctx context.Context, seen int64) error {
 	defer s.mu.Unlock()
 	if s.gen.Load() != seen {
 		return nil // another request logged in meanwhile
+	}
+	if seen > 0 {
+		// vCenter refuses a Login sent with a session cookie it still knows (a fault injected as
+		// NotAuthenticated, a proxy's); forget the old session so the new one starts clean.
+		s.soap.Jar.SetCookies(s.soap.URL(), []*http.Cookie{{Name: soap.SessionCookieName, MaxAge: -1}})
 	}
 	m := session.NewManager(s.raw)
 	if err := m.Login(ctx, url.UserPassword(s.ep.Username, s.ep.Password)); err != nil {
