@@ -12,7 +12,7 @@
 //     DomainName, region and zone from the nearest tag in the k8s-region / k8s-zone categories
 //     (cluster first, then its folders and datacenter), datastores and networks narrowed to those
 //     asked for that every connected host of the cluster, not in maintenance, really reaches.
-//     VTPM is declared in the query and copied (ADR-0039).
+//     VTPM is declared in the query and copied (ADR-0039). The design is ADR-0153.
 //   - Ensure(ctx, MachineSpec) Machine: clone powered off (linked when the template has a snapshot
 //     and no disk grows), resize CPU, memory and disks, NICs on port groups, the cloud-init
 //     guestinfo keys (base64), vTPM; idempotent. Get, PowerOn, PowerOff (graceful: ShutdownGuest,
