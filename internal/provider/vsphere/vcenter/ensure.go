@@ -308,6 +308,11 @@ func (s *Session) clone(ctx context.Context, m MachineSpec, folderPath string, d
 		spec.Snapshot = t.Snapshot.CurrentSnapshot
 		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
 	}
+	release, err := acquire(ctx, s.clones, "clone")
+	if err != nil {
+		return none, stepErr("clone "+m.Template, err)
+	}
+	defer release()
 	cctx, cancel := s.call(ctx)
 	task, err := object.NewVirtualMachine(s.vc, tpl).Clone(cctx, object.NewFolder(s.vc, folder), m.Name, spec)
 	cancel()
@@ -318,7 +323,8 @@ func (s *Session) clone(ctx context.Context, m MachineSpec, folderPath string, d
 	if err != nil {
 		if fault.Is(err, &types.DuplicateName{}) {
 			// Another pass cloned it meanwhile; ownership is checked by the caller.
-			return s.lookup(ctx, folderPath+"/"+m.Name, "VirtualMachine")
+			ref, err := s.lookup(ctx, folderPath+"/"+m.Name, "VirtualMachine")
+			return ref, stepErr("find VM cloned meanwhile", err)
 		}
 		return none, stepErr("clone "+m.Template, err)
 	}

@@ -71,14 +71,12 @@ func TestFaultsNameTheStep(t *testing.T) {
 	impatient := s.dial(t, WithTaskTimeout(500*time.Millisecond))
 	slow := spec
 	slow.Name = "web-slow"
-	simulator.TaskDelay.MethodDelay = map[string]int{"CloneVm": 2500, "LockHandoff": 0}
-	t.Cleanup(func() { simulator.TaskDelay.MethodDelay = nil })
+	setTaskDelay(t, s, map[string]int{"CloneVm": 2500, "LockHandoff": 0}, "VirtualMachine.cloneVm")
 	_, err = impatient.Ensure(ctx, slow)
 	wantStep(t, "slow clone", err, "clone "+tplName)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("slow clone: %v, want a deadline exceeded", err)
 	}
-	simulator.TaskDelay.MethodDelay = nil
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err = sess.Get(ctx, "DC0", "banlieue", slow.Name, slow.OwnerUID); err == nil || time.Now().After(deadline) {
@@ -139,5 +137,34 @@ func TestDialRefuses(t *testing.T) {
 	}
 	if got := s.ep.String(); strings.Contains(got, simPassword) {
 		t.Errorf("Endpoint.String() = %q shows the password", got)
+	}
+}
+
+// TestCloneLimit: with one clone slot, three machines ensured at once are cloned one after the
+// other (each clone delayed by vcsim), so together they take at least three delays.
+func TestCloneLimit(t *testing.T) {
+	timed(t)
+	s, spec := machineSim(t)
+	sess := s.dial(t, WithLimits(1, 1))
+	ctx := ctxT(t)
+	const delay = 600 * time.Millisecond
+	setTaskDelay(t, s, map[string]int{"CloneVm": int(delay / time.Millisecond), "LockHandoff": 0}, "VirtualMachine.cloneVm")
+	start := time.Now()
+	errs := make(chan error, 3)
+	for _, name := range []string{"a", "b", "c"} {
+		m := spec
+		m.Name = name
+		go func() { _, err := sess.Ensure(ctx, m); errs <- err }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 3*delay {
+		t.Errorf("three clones through one slot took %s, less than three clone delays (%s)", took, 3*delay)
+	}
+	if names := vmsInFolder(t, s); len(names) != 3 {
+		t.Errorf("folder holds %v, want a, b, c", names)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -211,6 +212,11 @@ func (s *Session) PowerOn(ctx context.Context, ref, ownerUID string) error {
 	if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
 		return nil
 	}
+	release, err := acquire(ctx, s.power, "power operation")
+	if err != nil {
+		return stepErr("power on", err)
+	}
+	defer release()
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	t, err := object.NewVirtualMachine(s.vc, vm.Self).PowerOn(cctx)
@@ -235,8 +241,9 @@ const (
 )
 
 // PowerOff powers an owned VM off. graceful asks the guest through Tools (ShutdownGuest) and
-// waits up to timeout; when Tools refuses (ToolsUnavailable, not running) or the timeout passes,
-// the power is cut. The returned path says which happened.
+// waits up to timeout; when vCenter refuses the request (ToolsUnavailable, Tools not running, a
+// suspended VM) or the timeout passes, the power is cut. When vCenter does not answer at all,
+// nothing is cut and the error says so. The returned path says which happened.
 func (s *Session) PowerOff(ctx context.Context, ref, ownerUID string, graceful bool, timeout time.Duration) (PowerOffPath, error) {
 	vm, err := s.owned(ctx, ref, ownerUID)
 	if err != nil {
@@ -251,6 +258,10 @@ func (s *Session) PowerOff(ctx context.Context, ref, ownerUID string, graceful b
 		cctx, cancel := s.call(ctx)
 		err := o.ShutdownGuest(cctx)
 		cancel()
+		if err != nil && !soap.IsSoapFault(err) && !soap.IsVimFault(err) {
+			// vCenter did not answer: cutting the power now could be wrong; the caller retries.
+			return "", stepErr("ask the guest to shut down", err)
+		}
 		if err == nil {
 			off, werr := s.waitOff(ctx, o, timeout)
 			if werr != nil {
@@ -262,17 +273,8 @@ func (s *Session) PowerOff(ctx context.Context, ref, ownerUID string, graceful b
 			path = PowerOffHardAfterTimeout
 		}
 	}
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	t, err := o.PowerOff(cctx)
-	if err != nil {
-		return "", stepErr("power off", err)
-	}
-	if _, err := s.wait(ctx, t); err != nil {
-		// The guest may have finished its own shutdown in between.
-		if fault.Is(err, &types.InvalidPowerState{}) {
-			return path, nil
-		}
+	// The guest may finish its own shutdown in between: hardOff takes that as done.
+	if err := s.hardOff(ctx, o); err != nil {
 		return "", stepErr("power off", err)
 	}
 	return path, nil
@@ -307,13 +309,7 @@ func (s *Session) Delete(ctx context.Context, ref, ownerUID string) error {
 	}
 	o := object.NewVirtualMachine(s.vc, vm.Self)
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
-		cctx, cancel := s.call(ctx)
-		t, err := o.PowerOff(cctx)
-		cancel()
-		if err != nil {
-			return stepErr("power off before destroy", err)
-		}
-		if _, err := s.wait(ctx, t); err != nil && !fault.Is(err, &types.InvalidPowerState{}) {
+		if err := s.hardOff(ctx, o); err != nil {
 			return stepErr("power off before destroy", err)
 		}
 	}
@@ -332,6 +328,25 @@ func (s *Session) Delete(ctx context.Context, ref, ownerUID string) error {
 			err = errors.New("VM still present after destroy")
 		}
 		return stepErr("confirm destroyed", err)
+	}
+	return nil
+}
+
+// hardOff cuts the power within the power-operation limit; a VM found already off is fine.
+func (s *Session) hardOff(ctx context.Context, o *object.VirtualMachine) error {
+	release, err := acquire(ctx, s.power, "power operation")
+	if err != nil {
+		return err
+	}
+	defer release()
+	cctx, cancel := s.call(ctx)
+	t, err := o.PowerOff(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if _, err := s.wait(ctx, t); err != nil && !fault.Is(err, &types.InvalidPowerState{}) {
+		return err
 	}
 	return nil
 }

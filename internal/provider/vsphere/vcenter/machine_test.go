@@ -327,10 +327,8 @@ func TestPowerOffFallsBackToHard(t *testing.T) {
 
 	// The guest takes longer than the timeout: the power is cut after it.
 	on()
-	simulator.TaskDelay.MethodDelay = map[string]int{"ShutdownGuest": 4000, "LockHandoff": 0}
-	t.Cleanup(func() { simulator.TaskDelay.MethodDelay = nil })
+	setTaskDelay(t, s, map[string]int{"ShutdownGuest": 3000, "LockHandoff": 0}, "VirtualMachine.shutdownGuest")
 	path, err = sess.PowerOff(ctx, m.Ref, spec.OwnerUID, true, time.Second)
-	simulator.TaskDelay.MethodDelay = nil
 	if err != nil || path != PowerOffHardAfterTimeout {
 		t.Fatalf("PowerOff of a slow guest: %s, %v; want HardAfterTimeout", path, err)
 	}

@@ -42,6 +42,14 @@ type Option func(*options)
 type options struct {
 	callTimeout time.Duration
 	taskTimeout time.Duration
+	clones      int
+	powerOps    int
+}
+
+// WithLimits bounds how many clones and how many power operations this Session runs on vCenter
+// at once (default 4 and 16); more wait their turn, within their context.
+func WithLimits(clones, powerOps int) Option {
+	return func(o *options) { o.clones, o.powerOps = clones, powerOps }
 }
 
 // WithCallTimeout bounds every single request to vCenter (default 30 s).
@@ -61,6 +69,18 @@ type Session struct {
 	mu     sync.Mutex    // serialises logins
 	gen    atomic.Int64  // bumped by every successful login
 	logins atomic.Int64
+	clones chan struct{} // one token per clone running
+	power  chan struct{} // one token per power operation running
+}
+
+// acquire takes a token of sem, waiting within ctx; release gives it back.
+func acquire(ctx context.Context, sem chan struct{}, what string) (release func(), err error) {
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free %s slot: %w", what, ctx.Err())
+	}
 }
 
 // StepError says which step of an operation failed.
@@ -90,16 +110,20 @@ var (
 
 // Dial verifies the server against ep.CAPEM, logs in and returns the session.
 func Dial(ctx context.Context, ep Endpoint, opt ...Option) (*Session, error) {
-	o := options{callTimeout: 30 * time.Second, taskTimeout: 10 * time.Minute}
+	o := options{callTimeout: 30 * time.Second, taskTimeout: 10 * time.Minute, clones: 4, powerOps: 16}
 	for _, f := range opt {
 		f(&o)
 	}
+	o.clones, o.powerOps = max(o.clones, 1), max(o.powerOps, 1)
 	u, err := url.Parse(ep.URL)
 	if err != nil {
 		return nil, stepErr("parse endpoint URL", err)
 	}
 	if u.Scheme != "https" || u.Host == "" {
 		return nil, stepErr("parse endpoint URL", fmt.Errorf("%q is not an https URL", ep.URL))
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/sdk" // where vCenter serves the API
 	}
 	if u.User != nil {
 		return nil, stepErr("parse endpoint URL", errors.New("credentials belong in Username and Password, not in the URL"))
@@ -121,7 +145,7 @@ func Dial(ctx context.Context, ep Endpoint, opt ...Option) (*Session, error) {
 	tr.DialTLSContext = dialer.DialContext
 	tr.TLSHandshakeTimeout = o.callTimeout
 
-	s := &Session{ep: ep, opts: o, soap: sc}
+	s := &Session{ep: ep, opts: o, soap: sc, clones: make(chan struct{}, o.clones), power: make(chan struct{}, o.powerOps)}
 	cctx, cancel := context.WithTimeout(ctx, o.callTimeout)
 	defer cancel()
 	raw, err := vim25.NewClient(cctx, sc)

@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	_ "github.com/vmware/govmomi/vapi/simulator" // the tagging endpoints
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -123,4 +124,36 @@ func timed(t *testing.T) {
 	t.Helper()
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("took %s", time.Since(start).Round(time.Millisecond)) })
+}
+
+// waitTasks waits for every task of this kind (e.g. "VirtualMachine.cloneVm") to end, so that a
+// test may change simulator.TaskDelay afterwards: the waits order the task's read of it before
+// the test's write.
+func (s *sim) waitTasks(t *testing.T, descriptionID string) {
+	t.Helper()
+	ctx := ctxT(t)
+	var tm mo.TaskManager
+	if err := s.admin.read(ctx, *s.admin.vc.ServiceContent.TaskManager, []string{"recentTask"}, &tm); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range tm.RecentTask {
+		var task mo.Task
+		if err := s.admin.read(ctx, ref, []string{"info"}, &task); err != nil || task.Info.DescriptionId != descriptionID {
+			continue
+		}
+		_ = object.NewTask(s.admin.vc, ref).Wait(ctx) // its outcome is the test's business
+	}
+}
+
+// setTaskDelay sets vcsim's global task delays for this test; wait names the tasks to wait for
+// before they are cleared.
+func setTaskDelay(t *testing.T, s *sim, delays map[string]int, wait ...string) {
+	t.Helper()
+	simulator.TaskDelay.MethodDelay = delays
+	t.Cleanup(func() {
+		for _, w := range wait {
+			s.waitTasks(t, w)
+		}
+		simulator.TaskDelay.MethodDelay = nil
+	})
 }

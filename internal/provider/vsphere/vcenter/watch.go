@@ -42,9 +42,12 @@ func (s *Session) Watch(ctx context.Context, datacenter, folder string, fn func(
 	known := map[string]*mo.VirtualMachine{}
 	failures := 0
 	for {
-		err := s.watchOnce(ctx, ref, known, fn)
+		progressed, err := s.watchOnce(ctx, ref, known, fn)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if progressed {
+			failures = 0 // only failures in a row give up
 		}
 		failures++
 		if failures > 5 {
@@ -58,18 +61,19 @@ func (s *Session) Watch(ctx context.Context, datacenter, folder string, fn func(
 	}
 }
 
-// watchOnce sets up view, collector and filter and waits for updates until an error.
-func (s *Session) watchOnce(ctx context.Context, folder types.ManagedObjectReference, known map[string]*mo.VirtualMachine, fn func(MachineUpdate)) error {
+// watchOnce sets up view, collector and filter and waits for updates until an error; progressed
+// says whether any update arrived.
+func (s *Session) watchOnce(ctx context.Context, folder types.ManagedObjectReference, known map[string]*mo.VirtualMachine, fn func(MachineUpdate)) (progressed bool, err error) {
 	cctx, cancel := s.call(ctx)
 	v, err := view.NewManager(s.vc).CreateContainerView(cctx, folder, []string{"VirtualMachine"}, false)
 	if err != nil {
 		cancel()
-		return stepErr("create container view", err)
+		return false, stepErr("create container view", err)
 	}
 	pc, err := property.DefaultCollector(s.vc).Create(cctx)
 	if err != nil {
 		cancel()
-		return stepErr("create property collector", err)
+		return false, stepErr("create property collector", err)
 	}
 	defer func() {
 		dctx, dcancel := s.call(context.WithoutCancel(ctx))
@@ -89,7 +93,7 @@ func (s *Session) watchOnce(ctx context.Context, folder types.ManagedObjectRefer
 	})
 	cancel()
 	if err != nil {
-		return stepErr("create property filter", err)
+		return false, stepErr("create property filter", err)
 	}
 
 	version := ""
@@ -102,14 +106,15 @@ func (s *Session) watchOnce(ctx context.Context, folder types.ManagedObjectRefer
 		wcancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return progressed, ctx.Err()
 			}
-			return stepErr("wait for updates", err)
+			return progressed, stepErr("wait for updates", err)
 		}
 		set := res.Returnval
 		if set == nil {
 			continue
 		}
+		progressed = true
 		first := version == ""
 		version = set.Version
 		seen := map[string]bool{}
@@ -130,7 +135,7 @@ func (s *Session) watchOnce(ctx context.Context, folder types.ManagedObjectRefer
 						known[id] = vm
 					}
 					if err := applyChanges(vm, ou.ChangeSet); err != nil {
-						return stepErr("apply update", err)
+						return progressed, stepErr("apply update", err)
 					}
 					fn(MachineUpdate{Machine: toMachine(vm)})
 				}
