@@ -7,7 +7,9 @@
 //     system roots, no thumbprint fallback, no way to skip verification), then a login. A request
 //     answered NotAuthenticated (session expired or terminated) logs in again once and is retried.
 //     Every request is bounded by WithCallTimeout (30 s), every task wait by WithTaskTimeout
-//     (10 min). Session.Close logs out. The password is never logged nor put in an error.
+//     (10 min); WithLimits bounds the clones (4) and power operations (16) run at once. An
+//     Endpoint URL without a path gets /sdk. Session.Close logs out. The password is never
+//     logged nor put in an error.
 //   - FailureDomains(ctx, FailureDomainQuery): one FailureDomain per compute cluster, named by
 //     DomainName, region and zone from the nearest tag in the k8s-region / k8s-zone categories
 //     (cluster first, then its folders and datacenter), datastores and networks narrowed to those
@@ -16,8 +18,10 @@
 //   - Ensure(ctx, MachineSpec) Machine: clone powered off (linked when the template has a snapshot
 //     and no disk grows), resize CPU, memory and disks, NICs on port groups, the cloud-init
 //     guestinfo keys (base64), vTPM; idempotent. Get, PowerOn, PowerOff (graceful: ShutdownGuest,
-//     then hard power-off after the timeout, or at once when Tools refuses; returns the
-//     PowerOffPath taken), Delete (power off, destroy, return when gone).
+//     then hard power-off after the timeout, or at once when vCenter refuses the guest shutdown,
+//     e.g. ToolsUnavailable; nothing is cut when vCenter does not answer; returns the
+//     PowerOffPath taken), Delete (power off, destroy, return when gone). Machine.Ref is
+//     "VirtualMachine:vm-42"; Watch reports MachineUpdate (a Machine and Deleted).
 //   - Watch(ctx, datacenter, folder, fn): WaitForUpdatesEx over a container view of the folder,
 //     reporting power state, guest IPs, Tools status and deletion.
 //

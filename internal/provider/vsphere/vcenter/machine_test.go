@@ -163,12 +163,17 @@ func TestEnsureCreatesConfiguresAndIsIdempotent(t *testing.T) {
 	}
 
 	// A changed spec is converged in place; a smaller disk is refused and nothing changes.
-	spec.CPUs, spec.Networks = 4, spec.Networks[:1]
+	spec.CPUs, spec.Networks, spec.VTPM = 4, spec.Networks[:1], true
 	spec.UserDataB64 = base64.StdEncoding.EncodeToString([]byte("#cloud-config\n"))
-	if _, err := sess.Ensure(ctx, spec); err != nil {
-		t.Fatal(err)
+	for range 2 { // the second pass must not add a second vTPM
+		if _, err := sess.Ensure(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vm = readVM(t, s, m.Ref)
+	if n := len(object.VirtualDeviceList(vm.Config.Hardware.Device).SelectByType((*types.VirtualTPM)(nil))); n != 1 {
+		t.Errorf("%d vTPM devices, want 1", n)
+	}
 	if vm.Config.Hardware.NumCPU != 4 || len(object.VirtualDeviceList(vm.Config.Hardware.Device).SelectByType((*types.VirtualEthernetCard)(nil))) != 1 || extraConfig(vm)[KeyUserData] != spec.UserDataB64 {
 		t.Errorf("converge: %d CPUs, NICs %v, userdata changed %v; want 4, 1, true", vm.Config.Hardware.NumCPU,
 			len(object.VirtualDeviceList(vm.Config.Hardware.Device).SelectByType((*types.VirtualEthernetCard)(nil))), extraConfig(vm)[KeyUserData] == spec.UserDataB64)
