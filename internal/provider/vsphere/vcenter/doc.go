@@ -37,6 +37,14 @@
 // Refs passed back in (Machine.Ref, "VirtualMachine:vm-42") must name a VirtualMachine and are
 // re-proven owned before use.
 //
-// Errors are *StepError naming the step that failed; ErrNotFound and ErrNotOwned are matched with
-// errors.Is.
+// Errors are *StepError naming the step that failed, so the provider can map them to condition
+// reasons; among them: "parse endpoint URL", "check credentials", "load CA", "connect to <host>", "log in to
+// <url> as <user>", "check spec", "check name", "resolve folder|datastore|network|resource
+// pool|template", "find VM", "read VM", "prove owner", "clone <template>", "plan
+// reconfiguration" (e.g. a disk would shrink), "reconfigure", "power on", "ask the guest to shut
+// down", "wait for guest shutdown", "power off", "power off before destroy", "destroy", "confirm
+// destroyed", "list datacenters", "list clusters of <dc>", "read hosts of cluster <c>", "log in
+// to the tagging service", "read tag categories", "read attached tags", "watch <folder>".
+// vCenter's fault stays in the chain (fault.Is, fault.As); ErrNotFound and ErrNotOwned are
+// matched with errors.Is.
 package vcenter
