@@ -308,8 +308,20 @@ func TestPowerOffFallsBackToHard(t *testing.T) {
 		}
 	}
 
-	// Tools refuses: the power is cut at once, not after the timeout.
+	// vCenter does not answer the guest shutdown in time: nothing is cut, the error says so.
 	on()
+	s.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
+		MethodName: "ShutdownGuest", ObjectType: "*", ObjectName: "*", Probability: 1,
+		FaultType: simulator.FaultTypeCustom, Fault: new(types.ToolsUnavailable), Delay: 4000, Enabled: true,
+	})
+	_, err = s.dial(t, WithCallTimeout(2*time.Second)).PowerOff(ctx, m.Ref, spec.OwnerUID, true, 30*time.Second)
+	s.model.Service.ClearFaultRules()
+	wantStep(t, "unanswered guest shutdown", err, "ask the guest to shut down")
+	if got := readVM(t, s, m.Ref).Runtime.PowerState; got != "poweredOn" {
+		t.Fatalf("power state %s after an unanswered guest shutdown; the power must not be cut", got)
+	}
+
+	// Tools refuses: the power is cut at once, not after the timeout.
 	s.model.Service.AddFaultRule(&simulator.FaultInjectionRule{
 		MethodName: "ShutdownGuest", ObjectType: "*", ObjectName: "*", Probability: 1,
 		FaultType: simulator.FaultTypeCustom, Fault: new(types.ToolsUnavailable), Enabled: true,
