@@ -1,5 +1,6 @@
 // Package boundaries checks the import graph the guide promises: the controller never talks to
-// libvirt, the provider never reads VirtualMachines, and the first-party libraries under pkg/
+// libvirt or vCenter, the provider never reads VirtualMachines, the vCenter client knows nothing
+// of Kubernetes, and the first-party libraries under pkg/
 // import nothing from the rest of the project.
 package boundaries
 
@@ -60,6 +61,36 @@ func TestImportBoundaries(t *testing.T) {
 		for _, dep := range deps(t, tt.pkg) {
 			if !tt.allowed(dep) {
 				t.Errorf("%s depends on %s: %s", tt.pkg, dep, tt.why)
+			}
+		}
+	}
+}
+
+// allDeps lists every package pkg depends on (itself included), test files excluded.
+func allDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestVCenterBoundaries: the controller never talks to vCenter (it meets the vSphere provider
+// only through its machine CRD), and the vCenter client knows nothing of Kubernetes or of
+// banlieue's API, so the provider role adapts it rather than the other way round.
+func TestVCenterBoundaries(t *testing.T) {
+	for _, dep := range allDeps(t, "internal/controller/...") {
+		if strings.HasPrefix(dep, "github.com/vmware/govmomi") {
+			t.Errorf("internal/controller/... depends on %s: the controller never talks to vCenter", dep)
+		}
+	}
+	for _, dep := range allDeps(t, "internal/provider/vsphere/vcenter/...") {
+		for _, banned := range []string{"k8s.io/", "sigs.k8s.io/", module + "/"} {
+			if strings.HasPrefix(dep, banned) && !strings.HasPrefix(dep, module+"/internal/provider/vsphere/vcenter") {
+				t.Errorf("internal/provider/vsphere/vcenter depends on %s: the vCenter client knows nothing of Kubernetes nor of banlieue's API", dep)
 			}
 		}
 	}
