@@ -141,8 +141,8 @@ const (
 	// MigrateParamPersistXML ("persistent_xml") is the persistent definition the destination
 	// keeps with MigratePersistDest.
 	MigrateParamPersistXML = "persistent_xml"
-	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps the memory stream and
-	// libvirt's NBD disk mirrors alike; 0 is unlimited.
+	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps the memory stream;
+	// 0 is unlimited. DomainMigrateSetMaxSpeed is the domain's setting, for the disk copy too.
 	MigrateParamBandwidth = "bandwidth"
 	// MigrateParamListenAddress ("listen_address") is where the destination QEMU listens.
 	MigrateParamListenAddress = "listen_address"
@@ -310,3 +310,23 @@ func (c *Client) DomainMigrateSetMaxDowntime(ctx context.Context, dom Domain, d 
 		e.Uint32(0)
 	}, nil)
 }
+
+// DomainMigrateSetMaxSpeed caps dom's migrations at bandwidth MiB/s (0: unlimited), the
+// domain's own setting, which libvirt also applies to the NBD copy of its disks; the bandwidth
+// parameter of one migration is certain to cap its memory stream only, so a caller that must
+// bound the whole copy sets both.
+func (c *Client) DomainMigrateSetMaxSpeed(ctx context.Context, dom Domain, bandwidth uint64) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainMigrateSetMaxSpeed, func(e *xdr.Encoder) {
+		encodeDomain(e, dom)
+		e.Uint64(bandwidth)
+		e.Uint32(0)
+	}, nil)
+}
+
+// ErrOperationAborted (VIR_ERR_OPERATION_ABORTED) is the error of a migration cancelled by
+// DomainAbortJob: the domain still runs on the source.
+const ErrOperationAborted = 78
+
+// DomainRunningMigrated (VIR_DOMAIN_RUNNING_MIGRATED) is the reason of a domain that runs
+// because a migration brought it in, not because it booted.
+const DomainRunningMigrated DomainStateReason = 2

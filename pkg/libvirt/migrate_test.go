@@ -122,7 +122,8 @@ func TestDomainMigratePerform3ParamsRefusedLocally(t *testing.T) {
 	}
 }
 
-// DOMAIN_GET_JOB_STATS: remote_domain_get_job_stats_args is the domain then unsigned int flags;
+// DOMAIN_GET_JOB_STATS, DOMAIN_ABORT_JOB, DOMAIN_MIGRATE_SET_MAX_DOWNTIME and _SPEED.
+// remote_domain_get_job_stats_args is the domain then unsigned int flags;
 // the reply is int type then remote_typed_param params<REMOTE_DOMAIN_JOB_STATS_MAX>, with
 // every arm of the union that a job reports (QEMU's stats are ULLONG, "operation" INT, "success"
 // BOOLEAN, "errmsg" STRING; no stat is a DOUBLE today, but the arm must still be read in place).
@@ -179,7 +180,7 @@ func TestDomainGetJobStatsWire(t *testing.T) {
 						e.Uint32(0)
 					})
 				}
-			case procDomainAbortJob, procDomainMigrateSetMaxDowntime:
+			case procDomainAbortJob, procDomainMigrateSetMaxDowntime, procDomainMigrateSetMaxSpeed:
 				s.reply(h, wire.OK, nil)
 			default:
 				t.Errorf("unexpected procedure %d", h.Procedure)
@@ -206,6 +207,9 @@ func TestDomainGetJobStatsWire(t *testing.T) {
 	if err := c.DomainMigrateSetMaxDowntime(ctx, dom, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.DomainMigrateSetMaxSpeed(ctx, dom, 5); err != nil {
+		t.Fatal(err)
+	}
 	// A type without an arm leaves the rest of the reply unreadable: a protocol violation,
 	// which ends the connection like any other.
 	if _, err := c.DomainGetJobStats(ctx, dom, 0); err == nil || !strings.Contains(err.Error(), "unknown type 9") {
@@ -229,7 +233,11 @@ func TestDomainGetJobStatsWire(t *testing.T) {
 	domain(downtime)     // remote_domain_migrate_set_max_downtime_args:
 	downtime.Uint64(300) // unsigned hyper downtime (ms)
 	downtime.Uint32(0)   // unsigned int flags
-	want := [][]byte{stats(1 | 2), abort.Bytes(), downtime.Bytes(), stats(0)}
+	speed := xdr.NewEncoder(nil)
+	domain(speed)   // remote_domain_migrate_set_max_speed_args:
+	speed.Uint64(5) // unsigned hyper bandwidth (MiB/s)
+	speed.Uint32(0) // unsigned int flags
+	want := [][]byte{stats(1 | 2), abort.Bytes(), downtime.Bytes(), speed.Bytes(), stats(0)}
 	if len(args) != len(want) {
 		t.Fatalf("%d calls, want %d", len(args), len(want))
 	}

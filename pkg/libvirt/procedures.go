@@ -51,6 +51,7 @@ const (
 	// Migration (migrate.go).
 	procDomainAbortJob              procedure = 164
 	procDomainMigrateSetMaxDowntime procedure = 166
+	procDomainMigrateSetMaxSpeed    procedure = 207
 	procDomainGetJobStats           procedure = 298
 	procDomainMigratePerform3Params procedure = 305
 	qemuProcAgentCommand            procedure = 3
@@ -114,6 +115,7 @@ var procedureNames = map[procedure]string{
 
 	procDomainAbortJob:              "DOMAIN_ABORT_JOB",
 	procDomainMigrateSetMaxDowntime: "DOMAIN_MIGRATE_SET_MAX_DOWNTIME",
+	procDomainMigrateSetMaxSpeed:    "DOMAIN_MIGRATE_SET_MAX_SPEED",
 	procDomainGetJobStats:           "DOMAIN_GET_JOB_STATS",
 	procDomainMigratePerform3Params: "DOMAIN_MIGRATE_PERFORM3_PARAMS",
 
