@@ -100,6 +100,7 @@ func (c *Client) hmp(ctx context.Context, dom Domain, cmd string) (string, error
 type migrationHost struct {
 	name string
 	c    *Client
+	dir  string // its pool's path
 	pool StoragePool
 }
 
@@ -123,29 +124,29 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := "mig-" + hex.EncodeToString(suffix[:])
-	dir := "/var/lib/libvirt/images/" + name
-	a := &migrationHost{name: "a", c: l.dial(t, l.a)}
-	b := &migrationHost{name: "b", c: l.dial(t, l.b)}
+	// Each host's pool at a path of its own: the destination XML names the destination's.
+	a := &migrationHost{name: "a", c: l.dial(t, l.a), dir: "/var/lib/libvirt/images/" + name + "-a"}
+	b := &migrationHost{name: "b", c: l.dial(t, l.b), dir: "/var/lib/libvirt/images/" + name + "-b"}
 
 	// The base image, the same bytes on both hosts, as banlieue's content-addressed images are.
 	base := filepath.Join(t.TempDir(), "base.qcow2")
 	run(t, "qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(migDiskSize))
 	run(t, "qemu-io", "-f", "qcow2", "-c", fmt.Sprintf("write -P %#x 0 %d", migBaseByte, migDiskSize), base)
 	for _, h := range []*migrationHost{a, b} {
-		pool, err := h.c.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, dir), 1) // VIR_STORAGE_POOL_CREATE_WITH_BUILD
+		pool, err := h.c.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, h.dir), 1) // VIR_STORAGE_POOL_CREATE_WITH_BUILD
 		if err != nil {
 			t.Fatalf("host %s: pool: %v", h.name, err)
 		}
 		h.pool = pool
-		t.Cleanup(func() { cleanupMigrationHost(t, l, h, name, dir) })
-		run(t, "cp", base, filepath.Join(l.dir, "host-"+h.name, "state", "lib", "images", name, "base.qcow2"))
+		t.Cleanup(func() { cleanupMigrationHost(t, l, h, name) })
+		run(t, "cp", base, filepath.Join(l.dir, "host-"+h.name, "state", "lib", "images", filepath.Base(h.dir), "base.qcow2"))
 		if err := h.c.StoragePoolRefresh(ctx, pool); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	createOverlay(ctx, t, a, dir)
-	dom, err := a.c.DomainDefineXML(ctx, migrationDomainXML(name, dir), 0)
+	createOverlay(ctx, t, a)
+	dom, err := a.c.DomainDefineXML(ctx, migrationDomainXML(name, a.dir), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,21 +159,31 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 	// Written by the running domain: the NBD mirror must carry what QEMU holds, not a copy of
 	// the file taken before it started.
 	writeGuestDisk(ctx, t, a, dom, 0xcd, 2<<20, 1<<20)
-	before := guestView(t, l, a, dir)
+	before := guestView(t, l, a)
 	if before[2<<20] != 0xcd || before[0] != migBaseByte {
 		t.Fatalf("host a: the guest view holds %#x at 2 MiB and %#x at 0, want 0xcd and %#x", before[2<<20], before[0], migBaseByte)
 	}
 
 	for i, step := range []struct{ from, to *migrationHost }{{a, b}, {b, a}} {
-		createOverlay(ctx, t, step.to, dir)
+		createOverlay(ctx, t, step.to)
+		params := destinationXML(ctx, t, step.from, step.to, dom)
 		began := time.Now()
-		stats := migrate(ctx, t, step.from, step.to, dom, l.uri(step.to))
+		stats := migrate(ctx, t, step.from, step.to, dom, l.uri(step.to), params)
 		took := time.Since(began)
 		moved := checkRunsOn(ctx, t, step.to, step.from, dom, true)
 		if moved.UUID != dom.UUID {
 			t.Fatalf("%s→%s: domain UUID %s on the destination, want %s", step.from.name, step.to.name, moved.UUID, dom.UUID)
 		}
 		dom = moved
+		for _, flags := range []DomainXMLFlags{0, DomainXMLInactive} {
+			xml, err := step.to.c.DomainXMLDesc(ctx, dom, flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(xml, step.to.dir+"/overlay.qcow2") || strings.Contains(xml, step.from.dir) {
+				t.Fatalf("%s→%s: the destination's XML (flags %d) does not name its own pool's overlay alone:\n%s", step.from.name, step.to.name, flags, xml)
+			}
+		}
 		if st, err := step.to.c.DomainGetJobStats(ctx, dom, JobStatsCompleted); err != nil {
 			t.Fatal(err)
 		} else if st.Type != JobCompleted || st.TimeElapsed <= 0 || !hasParam(st, "downtime") {
@@ -181,7 +192,7 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 			t.Logf("migration %d %s→%s: call %v, job %v, downtime %v, %d bytes (%d of disk); seen on the source: %s",
 				i+1, step.from.name, step.to.name, took.Round(time.Millisecond), st.TimeElapsed, st.Downtime, st.DataTotal, st.DiskTotal, stats)
 		}
-		if after := guestView(t, l, step.to, dir); !bytes.Equal(after, before) {
+		if after := guestView(t, l, step.to); !bytes.Equal(after, before) {
 			t.Fatalf("%s→%s: the disk's guest view differs on the destination (sha256 %x, was %x)",
 				step.from.name, step.to.name, sha256.Sum256(after), sha256.Sum256(before))
 		}
@@ -193,15 +204,17 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 	// A cancelled migration: 16 MiB more in the overlay, copied at 1 MiB/s, aborted once the
 	// job runs. The domain stays on a, running, and b keeps nothing.
 	writeGuestDisk(ctx, t, a, dom, 0xee, 4<<20, 16<<20)
-	before = guestView(t, l, a, dir)
-	createOverlay(ctx, t, b, dir)
+	before = guestView(t, l, a)
+	createOverlay(ctx, t, b)
+	params := destinationXML(ctx, t, a, b, dom)
+	params.Bandwidth = 1
 	if err := a.c.DomainMigrateSetMaxSpeed(ctx, dom, 1); err != nil {
 		t.Fatalf("max speed: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() {
 		done <- a.c.DomainMigratePerform3Params(WithCallTimeout(ctx, 5*time.Minute), dom, l.uri(b),
-			migrateParams(1), migrationFlags)
+			params.Typed(), migrationFlags)
 	}()
 	waitJob(ctx, t, a, dom, done)
 	began := time.Now()
@@ -215,7 +228,7 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 	}
 	t.Logf("cancelled migration: the call returned %v after the abort: %v", time.Since(began).Round(time.Millisecond), err)
 	checkRunsOn(ctx, t, a, b, dom, false)
-	if after := guestView(t, l, a, dir); !bytes.Equal(after, before) {
+	if after := guestView(t, l, a); !bytes.Equal(after, before) {
 		t.Fatal("the cancelled migration changed the disk's guest view on the source")
 	}
 	deleteOverlay(ctx, t, b)
@@ -234,19 +247,40 @@ func (l migrationLab) uri(to *migrationHost) string {
 	return l.b
 }
 
-// migrateParams sends QEMU's streams to 127.0.0.1: libvirt refuses a loopback migration_host and
-// migration_address in qemu.conf, and would otherwise send the machine's hostname.
-func migrateParams(bandwidth uint64) []TypedParam {
-	return MigrateParams{URI: "tcp://127.0.0.1", ListenAddress: "127.0.0.1", MigrateDisks: []string{"vda"}, Bandwidth: bandwidth}.Typed()
+// destinationXML returns the parameters of a migration of dom from one host to the other: the
+// domain's migratable XML, live and persistent, with the source's pool path replaced by the
+// destination's, as banlieue will map a VM's volumes to the target Provider's pools. QEMU's
+// streams go to 127.0.0.1: libvirt refuses a loopback migration_host and migration_address in
+// qemu.conf, and would otherwise send the machine's hostname.
+func destinationXML(ctx context.Context, t *testing.T, from, to *migrationHost, dom Domain) MigrateParams {
+	t.Helper()
+	live, err := from.c.DomainXMLDesc(ctx, dom, DomainXMLMigratable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	persistent, err := from.c.DomainXMLDesc(ctx, dom, DomainXMLMigratable|DomainXMLInactive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(live, from.dir+"/") || !strings.Contains(persistent, from.dir+"/") {
+		t.Fatalf("host %s: the domain's XML does not name its pool path %s:\n%s", from.name, from.dir, live)
+	}
+	return MigrateParams{
+		URI:           "tcp://127.0.0.1",
+		ListenAddress: "127.0.0.1",
+		MigrateDisks:  []string{"vda"},
+		DestXML:       strings.ReplaceAll(live, from.dir+"/", to.dir+"/"),
+		PersistXML:    strings.ReplaceAll(persistent, from.dir+"/", to.dir+"/"),
+	}
 }
 
 // migrate runs one migration and returns what the source's job stats showed while it ran.
-func migrate(ctx context.Context, t *testing.T, from, to *migrationHost, dom Domain, uri string) string {
+func migrate(ctx context.Context, t *testing.T, from, to *migrationHost, dom Domain, uri string, params MigrateParams) string {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		done <- from.c.DomainMigratePerform3Params(WithCallTimeout(ctx, 5*time.Minute), dom, uri,
-			migrateParams(0), migrationFlags)
+			params.Typed(), migrationFlags)
 	}()
 	seen := "no job stats"
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -338,11 +372,11 @@ func migrationDomainXML(name, dir string) string {
 
 // createOverlay makes the empty overlay over the base that NON_SHARED_INC copies onto: libvirt
 // creates a missing destination disk itself, but without its backing file.
-func createOverlay(ctx context.Context, t *testing.T, h *migrationHost, dir string) {
+func createOverlay(ctx context.Context, t *testing.T, h *migrationHost) {
 	t.Helper()
 	_, err := h.c.StorageVolCreateXML(ctx, h.pool, fmt.Sprintf(`<volume type='file'><name>overlay.qcow2</name>`+
 		`<capacity>%d</capacity><target><format type='qcow2'/></target>`+
-		`<backingStore><path>%s/base.qcow2</path><format type='qcow2'/></backingStore></volume>`, migDiskSize, dir), 0)
+		`<backingStore><path>%s/base.qcow2</path><format type='qcow2'/></backingStore></volume>`, migDiskSize, h.dir), 0)
 	if err != nil {
 		t.Fatalf("host %s: overlay: %v", h.name, err)
 	}
@@ -380,10 +414,10 @@ func writeGuestDisk(ctx context.Context, t *testing.T, h *migrationHost, dom Dom
 }
 
 // guestView is the disk as the guest sees it (overlay over base), read on h while QEMU runs it.
-func guestView(t *testing.T, l migrationLab, h *migrationHost, dir string) []byte {
+func guestView(t *testing.T, l migrationLab, h *migrationHost) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "view.raw")
-	l.exec(t, h.name, "qemu-img", "convert", "-U", "-f", "qcow2", "-O", "raw", dir+"/overlay.qcow2", out)
+	l.exec(t, h.name, "qemu-img", "convert", "-U", "-f", "qcow2", "-O", "raw", h.dir+"/overlay.qcow2", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +429,7 @@ func guestView(t *testing.T, l migrationLab, h *migrationHost, dir string) []byt
 }
 
 // cleanupMigrationHost removes what the test left on h, whatever step it stopped at.
-func cleanupMigrationHost(t *testing.T, l migrationLab, h *migrationHost, name, dir string) {
+func cleanupMigrationHost(t *testing.T, l migrationLab, h *migrationHost, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if dom, err := h.c.DomainLookupByName(ctx, name); err == nil {
@@ -410,7 +444,7 @@ func cleanupMigrationHost(t *testing.T, l migrationLab, h *migrationHost, name, 
 	if err := h.c.StoragePoolDestroy(ctx, h.pool); err != nil {
 		t.Errorf("host %s: pool %s: %v", h.name, name, err)
 	}
-	_ = os.RemoveAll(filepath.Join(l.dir, "host-"+h.name, "state", "lib", "images", filepath.Base(dir)))
+	_ = os.RemoveAll(filepath.Join(l.dir, "host-"+h.name, "state", "lib", "images", filepath.Base(h.dir)))
 }
 
 func run(t *testing.T, name string, args ...string) {
