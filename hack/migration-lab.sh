@@ -32,9 +32,9 @@
 # migration and NBD streams use TLS too (VIR_MIGRATE_TLS) with the certificates in
 # /etc/pki/qemu. Each daemon runs in a private mount namespace where /etc is an overlay whose
 # upper layer is DIR/host-X/state/etc-upper (the certificates land there, never in this
-# machine's /etc), and /etc/libvirt, /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt and
-# /run/libvirt are bind mounts of DIR/host-X/state/*: the same path names another file on each
-# host, as on two machines without shared storage.
+# machine's /etc), and /etc/libvirt, /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt,
+# /run/libvirt and /var/log/swtpm are bind mounts of DIR/host-X/state/*: the same path names
+# another file on each host, as on two machines without shared storage.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -158,7 +158,8 @@ in_host_namespace() {
 	{
 		echo 'set -e'
 		echo "mount -t overlay banlieue-migration-etc -o lowerdir=/etc,upperdir=$h/state/etc-upper,workdir=$h/state/etc-work /etc"
-		for m in etc:/etc/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt run:/run/libvirt; do
+		for m in etc:/etc/libvirt lib:/var/lib/libvirt cache:/var/cache/libvirt log:/var/log/libvirt \
+			run:/run/libvirt swtpm:/var/log/swtpm; do
 			mkdir -p "$h/state/${m%%:*}"
 			echo "mkdir -p ${m#*:} && mount --bind $h/state/${m%%:*} ${m#*:}"
 		done
@@ -208,17 +209,17 @@ stop_pid() {
 	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
-# stop_guests HOST — the QEMUs host's libvirtd left, found through its own PID files and
-# checked by executable so a recycled PID is never hit.
+# stop_guests HOST — the QEMUs and swtpms host's libvirtd left, found through its own PID files
+# and checked by executable so a recycled PID is never hit.
 stop_guests() {
 	local h=$DIR/host-$1 f pid exe
-	for f in "$h"/state/run/qemu/*.pid; do
+	for f in "$h"/state/run/qemu/*.pid "$h"/state/run/qemu/swtpm/*.pid; do
 		[ -s "$f" ] || continue
 		pid=$(tr -dc 0-9 <"$f")
 		if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
 		exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
 		case "$exe" in
-		*/qemu-system-*) echo "$pid" >"$h/guest.pid"; stop_pid "$h/guest.pid"; say "host $1: stopped QEMU (pid $pid)" ;;
+		*/qemu-system-* | */swtpm) echo "$pid" >"$h/guest.pid"; stop_pid "$h/guest.pid"; say "host $1: stopped ${exe##*/} (pid $pid)" ;;
 		esac
 	done
 	rm -f "$h/guest.pid"
