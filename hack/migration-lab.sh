@@ -55,7 +55,15 @@ HOSTS="a b"
 
 say() { printf '[migration-lab] %s\n' "$*" >&2; }
 fail() { say "error: $*"; exit 1; }
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# running PIDFILE — its process lives. A daemon killed a moment ago is a zombie until reaped,
+# which kill -0 still finds: that one is not running.
+running() {
+	local pid
+	[ -s "$1" ] || return 1
+	pid=$(cat "$1")
+	kill -0 "$pid" 2>/dev/null || return 1
+	[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
 case "$DIR" in /|"") fail "refusing DIR '$DIR'" ;; esac
 
 # port HOST — host a on BASE_PORT, b on BASE_PORT+1.

@@ -141,8 +141,8 @@ const (
 	// MigrateParamPersistXML ("persistent_xml") is the persistent definition the destination
 	// keeps with MigratePersistDest.
 	MigrateParamPersistXML = "persistent_xml"
-	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps the memory stream;
-	// 0 is unlimited. DomainMigrateSetMaxSpeed is the domain's setting, for the disk copy too.
+	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps the memory stream of
+	// this migration; 0 is unlimited (or DomainMigrateSetMaxSpeed's setting).
 	MigrateParamBandwidth = "bandwidth"
 	// MigrateParamListenAddress ("listen_address") is where the destination QEMU listens.
 	MigrateParamListenAddress = "listen_address"
@@ -311,10 +311,10 @@ func (c *Client) DomainMigrateSetMaxDowntime(ctx context.Context, dom Domain, d 
 	}, nil)
 }
 
-// DomainMigrateSetMaxSpeed caps dom's migrations at bandwidth MiB/s (0: unlimited), the
-// domain's own setting, which libvirt also applies to the NBD copy of its disks; the bandwidth
-// parameter of one migration is certain to cap its memory stream only, so a caller that must
-// bound the whole copy sets both.
+// DomainMigrateSetMaxSpeed caps the memory stream of dom's migrations at bandwidth MiB/s (0:
+// unlimited): the domain's own setting, for migrations that send no bandwidth parameter.
+// Neither caps the NBD copy of the disks in libvirt 9.0 (the lab copied 16 MiB in 5 s under
+// 1 MiB/s).
 func (c *Client) DomainMigrateSetMaxSpeed(ctx context.Context, dom Domain, bandwidth uint64) error {
 	return c.call(ctx, wire.ProgramRemote, procDomainMigrateSetMaxSpeed, func(e *xdr.Encoder) {
 		encodeDomain(e, dom)
