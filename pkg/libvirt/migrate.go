@@ -141,8 +141,9 @@ const (
 	// MigrateParamPersistXML ("persistent_xml") is the persistent definition the destination
 	// keeps with MigratePersistDest.
 	MigrateParamPersistXML = "persistent_xml"
-	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps the memory stream of
-	// this migration; 0 is unlimited (or DomainMigrateSetMaxSpeed's setting).
+	// MigrateParamBandwidth ("bandwidth", unsigned long long, MiB/s) caps this migration's
+	// memory stream and NBD disk copy, the copy after a first burst of 16 MiB (QEMU's mirror
+	// buffer); 0 is unlimited, or DomainMigrateSetMaxSpeed's setting.
 	MigrateParamBandwidth = "bandwidth"
 	// MigrateParamListenAddress ("listen_address") is where the destination QEMU listens.
 	MigrateParamListenAddress = "listen_address"
@@ -311,10 +312,8 @@ func (c *Client) DomainMigrateSetMaxDowntime(ctx context.Context, dom Domain, d 
 	}, nil)
 }
 
-// DomainMigrateSetMaxSpeed caps the memory stream of dom's migrations at bandwidth MiB/s (0:
-// unlimited): the domain's own setting, for migrations that send no bandwidth parameter.
-// Neither caps the NBD copy of the disks in libvirt 9.0 (the lab copied 16 MiB in 5 s under
-// 1 MiB/s).
+// DomainMigrateSetMaxSpeed caps dom's migrations at bandwidth MiB/s (0: unlimited): the
+// domain's own setting, for migrations that send no bandwidth parameter.
 func (c *Client) DomainMigrateSetMaxSpeed(ctx context.Context, dom Domain, bandwidth uint64) error {
 	return c.call(ctx, wire.ProgramRemote, procDomainMigrateSetMaxSpeed, func(e *xdr.Encoder) {
 		encodeDomain(e, dom)

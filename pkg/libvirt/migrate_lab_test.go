@@ -201,9 +201,9 @@ func TestLiveMigrationBetweenHosts(t *testing.T) {
 		deleteOverlay(ctx, t, step.from)
 	}
 
-	// A cancelled migration: 16 MiB more in the overlay, the memory stream capped at 1 MiB/s
-	// (the disk copy is not capped), aborted as soon as the job has copied something. The
-	// domain stays on a, running, and b keeps nothing.
+	// A cancelled migration: 16 MiB more in the overlay, the copy capped at 1 MiB/s (after a
+	// first burst of 16 MiB), aborted as soon as the job has copied something. The domain
+	// stays on a, running, and b keeps nothing.
 	writeGuestDisk(ctx, t, a, dom, 0xee, 4<<20, 16<<20)
 	before = guestView(t, l, a)
 	createOverlay(ctx, t, b)
