@@ -48,11 +48,17 @@ const (
 	procConnectListAllInterfaces   procedure = 284
 	procDomainDefineXMLFlags       procedure = 350
 	procDomainInterfaceAddresses   procedure = 353
-	qemuProcAgentCommand           procedure = 3
-	keepAliveProcPing              procedure = 1
-	keepAliveProcPong              procedure = 2
-	keepAliveProtocolVersion       uint32    = 1
-	protocolVersion                uint32    = 1
+	// Migration (migrate.go).
+	procDomainAbortJob              procedure = 164
+	procDomainMigrateSetMaxDowntime procedure = 166
+	procDomainMigrateSetMaxSpeed    procedure = 207
+	procDomainGetJobStats           procedure = 298
+	procDomainMigratePerform3Params procedure = 305
+	qemuProcAgentCommand            procedure = 3
+	keepAliveProcPing               procedure = 1
+	keepAliveProcPong               procedure = 2
+	keepAliveProtocolVersion        uint32    = 1
+	protocolVersion                 uint32    = 1
 )
 
 // Domain events (events.go): the callback registration procedures, and the procedures of the
@@ -106,6 +112,12 @@ var procedureNames = map[procedure]string{
 	procConnectListAllInterfaces:   "CONNECT_LIST_ALL_INTERFACES",
 	procDomainDefineXMLFlags:       "DOMAIN_DEFINE_XML_FLAGS",
 	procDomainInterfaceAddresses:   "DOMAIN_INTERFACE_ADDRESSES",
+
+	procDomainAbortJob:              "DOMAIN_ABORT_JOB",
+	procDomainMigrateSetMaxDowntime: "DOMAIN_MIGRATE_SET_MAX_DOWNTIME",
+	procDomainMigrateSetMaxSpeed:    "DOMAIN_MIGRATE_SET_MAX_SPEED",
+	procDomainGetJobStats:           "DOMAIN_GET_JOB_STATS",
+	procDomainMigratePerform3Params: "DOMAIN_MIGRATE_PERFORM3_PARAMS",
 
 	procConnectDomainEventCallbackRegisterAny:   "CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY",
 	procConnectDomainEventCallbackDeregisterAny: "CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY",

@@ -105,9 +105,14 @@ const (
 // DomainXMLFlags is virDomainXMLFlags.
 type DomainXMLFlags uint32
 
-// DomainXMLInactive (VIR_DOMAIN_XML_INACTIVE) asks for the persistent definition rather than
-// the live one.
-const DomainXMLInactive DomainXMLFlags = 1 << 1
+const (
+	// DomainXMLInactive (VIR_DOMAIN_XML_INACTIVE) asks for the persistent definition rather
+	// than the live one.
+	DomainXMLInactive DomainXMLFlags = 1 << 1
+	// DomainXMLMigratable (VIR_DOMAIN_XML_MIGRATABLE) leaves out what libvirt adds at run time
+	// and the destination must add itself: the base of a migration's destination XML.
+	DomainXMLMigratable DomainXMLFlags = 1 << 3
+)
 
 // DomainUndefineFlags is virDomainUndefineFlagsValues.
 type DomainUndefineFlags uint32

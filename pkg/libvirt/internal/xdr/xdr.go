@@ -96,6 +96,11 @@ func (d *Decoder) fail(err error) {
 	}
 }
 
+// Fail records err as the decoding error unless one is already recorded: for a value the
+// caller finds invalid, such as a union discriminant without an arm, after which nothing more
+// can be read.
+func (d *Decoder) Fail(err error) { d.fail(err) }
+
 // Remaining is the number of undecoded bytes.
 func (d *Decoder) Remaining() int { return len(d.buf) - d.off }
 
