@@ -41,7 +41,10 @@ lab_marks='RequireLibvirtLab|RequirePodLibvirtLab|LabFromEnv|needLab\(|BANLIEUE_
 # What marks a package as needing root (not in the quick loop).
 root_marks='Geteuid'
 
-free=() lab=() alone=()
+# What marks a package's tests as users of the two-host lab of hack/migration-lab.sh.
+migration_marks='BANLIEUE_MIGRATION_LAB'
+
+free=() lab=() alone=() migration=()
 classify() {
   local path dir
   while read -r path dir; do
@@ -51,6 +54,9 @@ classify() {
       alone+=("$path")
     elif grep -qE "$lab_marks" "$dir"/*_test.go; then
       lab+=("$path")
+      if grep -qE "$migration_marks" "$dir"/*_test.go; then
+        migration+=("$path")
+      fi
     else
       free+=("$path")
     fi
@@ -77,6 +83,16 @@ echo "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
 phase "helm, built from Go modules (for the chart tests in test/install)"
 hack/helm.sh
 
+# What hack/test.sh started and stops at exit, in reverse order (BANLIEUE_KEEP_LAB keeps them).
+stops=()
+stop_all() {
+  local i
+  for ((i = ${#stops[@]} - 1; i >= 0; i--)); do
+    ${stops[i]} || true
+  done
+}
+trap stop_all EXIT
+
 if ((${#lab[@]} + ${#alone[@]})); then
   phase "libvirt lab host (libvirtd, TLS on 127.0.0.1:16514)"
   lab_dir="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
@@ -84,10 +100,23 @@ if ((${#lab[@]} + ${#alone[@]})); then
   hack/libvirt-lab.sh status "$lab_dir" >/dev/null 2>&1 && lab_was_running=1
   hack/libvirt-lab.sh start "$lab_dir"
   if [[ $lab_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
-    trap 'hack/libvirt-lab.sh stop "$lab_dir" || true' EXIT
+    stops+=("hack/libvirt-lab.sh stop $lab_dir")
   fi
   # shellcheck disable=SC1091
   source "$lab_dir/env"
+
+  if ((${#migration[@]})); then
+    phase "the two-host migration lab (hack/migration-lab.sh: libvirtds on 127.0.0.1:17100-17101)"
+    migration_dir="${BANLIEUE_MIGRATION_LAB:-/var/tmp/banlieue-migration}"
+    migration_was_running=0
+    hack/migration-lab.sh status "$migration_dir" >/dev/null 2>&1 && migration_was_running=1
+    hack/migration-lab.sh start "$migration_dir"
+    if [[ $migration_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
+      stops+=("hack/migration-lab.sh stop $migration_dir")
+    fi
+    # shellcheck disable=SC1091
+    source "$migration_dir/env"
+  fi
 
   phase "the cloud guest (hack/cloud-guest.sh: debootstrap once, then cached)"
   # Built here rather than inside test/e2e/cloudguest, so a cold build (minutes) is not spent
