@@ -93,29 +93,25 @@ stop_all() {
 }
 trap stop_all EXIT
 
+# start_lab SCRIPT DIR: starts a lab script's daemons in DIR, to be stopped at exit unless they
+# ran already or BANLIEUE_KEEP_LAB is set, and sources its env file.
+start_lab() {
+  local script=$1 dir=$2 was_running=0
+  "$script" status "$dir" >/dev/null 2>&1 && was_running=1
+  "$script" start "$dir"
+  if [[ $was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
+    stops+=("$script stop $dir")
+  fi
+  # shellcheck disable=SC1090,SC1091
+  source "$dir/env"
+}
+
 if ((${#lab[@]} + ${#alone[@]})); then
   phase "libvirt lab host (libvirtd, TLS on 127.0.0.1:16514)"
-  lab_dir="${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
-  lab_was_running=0
-  hack/libvirt-lab.sh status "$lab_dir" >/dev/null 2>&1 && lab_was_running=1
-  hack/libvirt-lab.sh start "$lab_dir"
-  if [[ $lab_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
-    stops+=("hack/libvirt-lab.sh stop $lab_dir")
-  fi
-  # shellcheck disable=SC1091
-  source "$lab_dir/env"
-
+  start_lab hack/libvirt-lab.sh "${BANLIEUE_LIBVIRT_LAB:-/var/tmp/banlieue-lab}"
   if ((${#migration[@]})); then
     phase "the two-host migration lab (hack/migration-lab.sh: libvirtds on 127.0.0.1:17100-17101)"
-    migration_dir="${BANLIEUE_MIGRATION_LAB:-/var/tmp/banlieue-migration}"
-    migration_was_running=0
-    hack/migration-lab.sh status "$migration_dir" >/dev/null 2>&1 && migration_was_running=1
-    hack/migration-lab.sh start "$migration_dir"
-    if [[ $migration_was_running == 0 && -z "${BANLIEUE_KEEP_LAB:-}" ]]; then
-      stops+=("hack/migration-lab.sh stop $migration_dir")
-    fi
-    # shellcheck disable=SC1091
-    source "$migration_dir/env"
+    start_lab hack/migration-lab.sh "${BANLIEUE_MIGRATION_LAB:-/var/tmp/banlieue-migration}"
   fi
 
   phase "the cloud guest (hack/cloud-guest.sh: debootstrap once, then cached)"
