@@ -1,6 +1,7 @@
 package vcenter
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"os"
@@ -93,7 +94,10 @@ func failMethods(s *sim, fault simulator.FaultType, methods ...string) func() {
 	return s.model.Service.ClearFaultRules
 }
 
-func TestEnsureCreatesConfiguresAndIsIdempotent(t *testing.T) {
+// ensured starts a timed test on machineSim with its machine made: the simulator, the
+// machine's spec, a session, the test's context and the machine.
+func ensured(t *testing.T) (*sim, MachineSpec, *Session, context.Context, Machine) {
+	t.Helper()
 	timed(t)
 	s, spec := machineSim(t)
 	sess := s.dial(t)
@@ -102,6 +106,11 @@ func TestEnsureCreatesConfiguresAndIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, spec, sess, ctx, m
+}
+
+func TestEnsureCreatesConfiguresAndIsIdempotent(t *testing.T) {
+	s, spec, sess, ctx, m := ensured(t)
 	if m.PowerState != "poweredOff" || m.OwnerUID != spec.OwnerUID || m.BIOSUUID == "" || !strings.HasPrefix(m.Ref, "VirtualMachine:") {
 		t.Fatalf("after Ensure: %+v; want powered off, owned, with a BIOS UUID and a VM ref", m)
 	}
@@ -256,14 +265,7 @@ func TestOwnershipRefusals(t *testing.T) {
 }
 
 func TestDeleteLeavesNothing(t *testing.T) {
-	timed(t)
-	s, spec := machineSim(t)
-	sess := s.dial(t)
-	ctx := ctxT(t)
-	m, err := sess.Ensure(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, spec, sess, ctx, m := ensured(t)
 	if err := sess.PowerOn(ctx, m.Ref, spec.OwnerUID); err != nil {
 		t.Fatal(err)
 	}
@@ -293,14 +295,7 @@ func TestDeleteLeavesNothing(t *testing.T) {
 }
 
 func TestPowerOffFallsBackToHard(t *testing.T) {
-	timed(t)
-	s, spec := machineSim(t)
-	sess := s.dial(t)
-	ctx := ctxT(t)
-	m, err := sess.Ensure(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, spec, sess, ctx, m := ensured(t)
 	on := func() {
 		t.Helper()
 		if err := sess.PowerOn(ctx, m.Ref, spec.OwnerUID); err != nil {
@@ -314,7 +309,7 @@ func TestPowerOffFallsBackToHard(t *testing.T) {
 		MethodName: "ShutdownGuest", ObjectType: "*", ObjectName: "*", Probability: 1,
 		FaultType: simulator.FaultTypeCustom, Fault: new(types.ToolsUnavailable), Delay: 4000, Enabled: true,
 	})
-	_, err = s.dial(t, WithCallTimeout(2*time.Second)).PowerOff(ctx, m.Ref, spec.OwnerUID, true, 30*time.Second)
+	_, err := s.dial(t, WithCallTimeout(2*time.Second)).PowerOff(ctx, m.Ref, spec.OwnerUID, true, 30*time.Second)
 	s.model.Service.ClearFaultRules()
 	wantStep(t, "unanswered guest shutdown", err, "ask the guest to shut down")
 	if got := readVM(t, s, m.Ref).Runtime.PowerState; got != "poweredOn" {

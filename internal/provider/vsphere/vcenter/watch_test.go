@@ -48,14 +48,7 @@ func await(t *testing.T, ch <-chan MachineUpdate, within time.Duration, what str
 // TestWatchSeesOutOfBandChanges: power-off, a guest address, Tools and destroy, each done by
 // someone else, are reported within 3 s.
 func TestWatchSeesOutOfBandChanges(t *testing.T) {
-	timed(t)
-	s, spec := machineSim(t)
-	sess := s.dial(t)
-	ctx := ctxT(t)
-	m, err := sess.Ensure(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, spec, sess, ctx, m := ensured(t)
 	ch := watcher(t, sess)
 	await(t, ch, 10*time.Second, "initial state", func(u MachineUpdate) bool {
 		return u.Ref == m.Ref && u.PowerState == "poweredOff" && u.OwnerUID == spec.OwnerUID && u.BIOSUUID == m.BIOSUUID
@@ -98,14 +91,7 @@ func TestWatchSeesOutOfBandChanges(t *testing.T) {
 // TestSessionReestablished: a session terminated out of band is logged in again by the next
 // request, and a running Watch is set up again and still sees changes.
 func TestSessionReestablished(t *testing.T) {
-	timed(t)
-	s, spec := machineSim(t)
-	sess := s.dial(t)
-	ctx := ctxT(t)
-	m, err := sess.Ensure(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, spec, sess, ctx, m := ensured(t)
 	ch := watcher(t, sess)
 	await(t, ch, 10*time.Second, "initial state", func(u MachineUpdate) bool { return u.Ref == m.Ref })
 
