@@ -75,7 +75,6 @@ PACKAGES="libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-
 
 say() { printf '[libvirt-lab] %s\n' "$*" >&2; }
 fail() { say "error: $*"; exit 1; }
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 case "$DIR" in /|"") fail "refusing DIR '$DIR'" ;; esac
 
@@ -323,19 +322,6 @@ wait_ready() {
 		[ "$(date +%s)" -lt "$deadline" ] || fail "libvirtd not answering on $ADDR:$PORT after 60s"
 		sleep 0.2
 	done
-}
-
-# stop_pid NAME PIDFILE — SIGTERM, then SIGKILL after 15 s.
-stop_pid() {
-	local pid
-	running "$2" || return 0
-	pid=$(cat "$2")
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || { say "$1 (pid $pid) stopped"; return 0; }; sleep 0.1; done
-	say "$1 (pid $pid) ignored SIGTERM; killing"
-	kill -KILL "$pid" 2>/dev/null || true
-	# Gone before anything is started again on its state (its PID file lock included).
-	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
 # libvirt_run prints where the daemon's /run/libvirt is seen from here.

@@ -70,7 +70,6 @@ HOST_PACKAGES="debootstrap libvirt-clients openssl qemu-utils"
 
 say() { printf '[libvirt-matrix] %s\n' "$*" >&2; }
 fail() { say "error: $*"; exit 1; }
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # release RELEASE — sets REL, PORT, WANT (the daemon's version prefix), DIR.
 release() {
@@ -329,17 +328,6 @@ verify() {
 	echo "$v" >"$DIR/version"
 }
 
-# stop_pid NAME PIDFILE — SIGTERM, then SIGKILL after 15 s.
-stop_pid() {
-	local pid
-	running "$2" || return 0
-	pid=$(cat "$2")
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || { say "$REL $1 (pid $pid) stopped"; return 0; }; sleep 0.1; done
-	say "$REL $1 (pid $pid) ignored SIGTERM; killing"
-	kill -KILL "$pid" 2>/dev/null || true
-}
-
 # QEMU, swtpm and dnsmasq outlive libvirtd; their PID files are in the root's /run, that is in
 # DIR/upper/run. Each is checked by executable so a recycled PID is never hit.
 stop_leftovers() {
@@ -351,7 +339,7 @@ stop_leftovers() {
 		if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
 		exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
 		case "$exe" in
-		*/qemu-system-* | */swtpm | */dnsmasq) echo "$pid" >"$DIR/leftover.pid"; stop_pid "${exe##*/}" "$DIR/leftover.pid" ;;
+		*/qemu-system-* | */swtpm | */dnsmasq) echo "$pid" >"$DIR/leftover.pid"; stop_pid "$REL ${exe##*/}" "$DIR/leftover.pid" ;;
 		esac
 	done
 	rm -f "$DIR/leftover.pid"
@@ -374,8 +362,8 @@ do_start() {
 }
 
 do_stop() {
-	stop_pid libvirtd "$DIR/libvirtd.pid"
-	stop_pid virtlogd "$DIR/virtlogd.pid"
+	stop_pid "$REL libvirtd" "$DIR/libvirtd.pid"
+	stop_pid "$REL virtlogd" "$DIR/virtlogd.pid"
 	stop_leftovers
 	remove_leftover_networks "$DIR/upper/run/libvirt"
 	rm -f "$DIR/libvirtd.pid" "$DIR/virtlogd.pid"

@@ -55,15 +55,6 @@ HOSTS="a b"
 
 say() { printf '[migration-lab] %s\n' "$*" >&2; }
 fail() { say "error: $*"; exit 1; }
-# running PIDFILE — its process lives. A daemon killed a moment ago is a zombie until reaped,
-# which kill -0 still finds: that one is not running.
-running() {
-	local pid
-	[ -s "$1" ] || return 1
-	pid=$(cat "$1")
-	kill -0 "$pid" 2>/dev/null || return 1
-	[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
-}
 case "$DIR" in /|"") fail "refusing DIR '$DIR'" ;; esac
 
 # port HOST — host a on BASE_PORT, b on BASE_PORT+1.
@@ -206,17 +197,6 @@ wait_answers() { # HOST
 	done
 }
 
-# stop_pid PIDFILE — SIGTERM, then SIGKILL after 15 s; returns once the process is gone.
-stop_pid() {
-	local pid
-	running "$1" || return 0
-	pid=$(cat "$1")
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-	kill -KILL "$pid" 2>/dev/null || true
-	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-}
-
 # stop_guests HOST — the QEMUs and swtpms host's libvirtd left, found through its own PID files
 # and checked by executable so a recycled PID is never hit.
 stop_guests() {
@@ -227,7 +207,7 @@ stop_guests() {
 		if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
 		exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
 		case "$exe" in
-		*/qemu-system-* | */swtpm) echo "$pid" >"$h/guest.pid"; stop_pid "$h/guest.pid"; say "host $1: stopped ${exe##*/} (pid $pid)" ;;
+		*/qemu-system-* | */swtpm) echo "$pid" >"$h/guest.pid"; stop_pid "host $1: ${exe##*/}" "$h/guest.pid" ;;
 		esac
 	done
 	rm -f "$h/guest.pid"
@@ -270,8 +250,8 @@ start)
 	;;
 stop)
 	for x in $HOSTS; do
-		stop_pid "$DIR/host-$x/libvirtd.pid"
-		stop_pid "$DIR/host-$x/virtlogd.pid"
+		stop_pid "host $x: libvirtd" "$DIR/host-$x/libvirtd.pid"
+		stop_pid "host $x: virtlogd" "$DIR/host-$x/virtlogd.pid"
 		stop_guests "$x"
 		rm -f "$DIR/host-$x/libvirtd.pid" "$DIR/host-$x/virtlogd.pid"
 	done

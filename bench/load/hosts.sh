@@ -37,7 +37,6 @@ BASE_PORT=${BANLIEUE_FLEET_BASE_PORT:-17000}
 
 say() { printf '[fleet-hosts] %s\n' "$*" >&2; }
 fail() { say "error: $*"; exit 1; }
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 case "$DIR" in /|"") fail "refusing DIR '$DIR'" ;; esac
 
 answers() { # PORT

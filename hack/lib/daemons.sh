@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Sourced by the scripts that start libvirt daemons (hack/libvirt-lab.sh, hack/libvirt-matrix.sh,
-# bench/load/hosts.sh), which define say.
+# hack/migration-lab.sh, bench/load/hosts.sh), which define say.
 #
 # close_inherited_fds closes every descriptor of this shell but 0-2 and 255 (bash's own script
 # fd), so daemons started from it inherit none: started from a test run under `flock`, libvirtd
@@ -36,4 +36,27 @@ remove_leftover_networks() {
 		fi
 		rm -f "$f"
 	done
+}
+
+# running PIDFILE — its process lives. A daemon killed a moment ago is a zombie until reaped,
+# which kill -0 still finds: that one is not running.
+running() {
+	local pid
+	[ -s "$1" ] || return 1
+	pid=$(cat "$1")
+	kill -0 "$pid" 2>/dev/null || return 1
+	[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+
+# stop_pid NAME PIDFILE — SIGTERM, then SIGKILL after 15 s; returns once the process is gone, so
+# nothing is started again on its state (its PID file lock included) while it lives.
+stop_pid() {
+	local pid
+	running "$2" || return 0
+	pid=$(cat "$2")
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || { say "$1 (pid $pid) stopped"; return 0; }; sleep 0.1; done
+	say "$1 (pid $pid) ignored SIGTERM; killing"
+	kill -KILL "$pid" 2>/dev/null || true
+	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
