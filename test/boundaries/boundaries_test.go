@@ -20,14 +20,8 @@ const module = "banlieue.io/banlieue"
 // deps lists the project packages pkg depends on (itself included), test files excluded.
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
-	cmd.Dir = testenv.RepoRoot()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
-	}
 	var own []string
-	for _, p := range strings.Fields(string(out)) {
+	for _, p := range allDeps(t, pkg) {
 		if strings.HasPrefix(p, module+"/") {
 			own = append(own, strings.TrimPrefix(p, module+"/"))
 		}
