@@ -117,13 +117,19 @@ const (
 // The guest has no OS (SeaBIOS finds nothing to boot): what proves the move is the same domain
 // UUID running on the destination for the reason "migrated", gone from the source, and the
 // disk's guest view, written while it ran on the source, identical on the destination.
+// labName is prefix and a random suffix: a run killed before its cleanup leaves its domain
+// and files behind, which the next run must not collide with.
+func labName(prefix string) string {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	return prefix + hex.EncodeToString(suffix[:])
+}
+
 func TestLiveMigrationBetweenHosts(t *testing.T) {
 	l := needMigrationLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "mig-" + hex.EncodeToString(suffix[:])
+	name := labName("mig-")
 	// Each host's pool at a path of its own: the destination XML names the destination's.
 	a := &migrationHost{name: "a", c: l.dial(t, l.a), dir: "/var/lib/libvirt/images/" + name + "-a"}
 	b := &migrationHost{name: "b", c: l.dial(t, l.b), dir: "/var/lib/libvirt/images/" + name + "-b"}
@@ -464,9 +470,7 @@ func TestLiveMigrationCarriesNVRAMAndTPM(t *testing.T) {
 	l := needMigrationLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "mig-efi-" + hex.EncodeToString(suffix[:])
+	name := labName("mig-efi-")
 	a := &migrationHost{name: "a", c: l.dial(t, l.a)}
 	b := &migrationHost{name: "b", c: l.dial(t, l.b)}
 	for _, h := range []*migrationHost{a, b} {
