@@ -35,32 +35,9 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	l := needMigrationLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "snap-" + hex.EncodeToString(suffix[:])
-	a := &migrationHost{name: "a", c: l.dial(t, l.a), dir: "/var/lib/libvirt/images/" + name}
-
-	base := filepath.Join(t.TempDir(), "base.qcow2")
-	run(t, "qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(migDiskSize))
-	run(t, "qemu-io", "-f", "qcow2", "-c", fmt.Sprintf("write -P %#x 0 %d", migBaseByte, migDiskSize), base)
-	pool, err := a.c.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, a.dir), 1)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	a.pool = pool
-	t.Cleanup(func() { cleanupMigrationHost(t, l, a, name) })
-	run(t, "cp", base, filepath.Join(l.dir, "host-a", "state", "lib", "images", name, "base.qcow2"))
-	if err := a.c.StoragePoolRefresh(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	createOverlay(ctx, t, a)
-	dom, err := a.c.DomainDefineXML(ctx, snapshotDomainXML(name, UUID{}, a.dir+"/overlay.qcow2"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dom, err = a.c.DomainCreate(ctx, dom, 0); err != nil {
-		t.Fatal(err)
-	}
+	a, dom := startSnapshotDomain(ctx, t, l, 0)
+	name, pool := dom.Name, a.pool
+	var err error
 	const (
 		patternA, offA, nA = 0xa1, 1 << 20, 1 << 20 // before the snapshot
 		patternB, offB, nB = 0xb2, 1 << 20, 512 << 10
@@ -106,6 +83,7 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	if err := a.c.DomainDestroy(ctx, dom); err != nil {
 		t.Fatal(err)
 	}
+	destroyed := time.Since(began)
 	inactive, err := a.c.DomainXMLDesc(ctx, dom, DomainXMLInactive)
 	if err != nil {
 		t.Fatal(err)
@@ -120,10 +98,12 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	if dom, err = a.c.DomainDefineXML(ctx, snapshotDomainXML(name, dom.UUID, r1), 0); err != nil {
 		t.Fatal(err)
 	}
+	startBegan := time.Now()
 	if dom, err = a.c.DomainCreate(ctx, dom, 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restore to s1 (destroy, delete, new top, define, start): %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("restore to s1: %v (destroy %v, start %v)", time.Since(began).Round(time.Millisecond),
+		destroyed.Round(time.Millisecond), time.Since(startBegan).Round(time.Millisecond))
 	checkTop(ctx, t, a, dom, r1, s1)
 	view = layerView(t, l, a, r1)
 	checkPattern(t, "restored", view, offA, nA, patternA)
@@ -182,6 +162,39 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	if err != nil || len(entries) != 3 {
 		t.Fatalf("the pool's directory holds %d files (%v), want 3", len(entries), err)
 	}
+}
+
+// startSnapshotDomain makes, on host a, a pool named after a new domain holding a base image and
+// the domain's overlay over it, and starts the domain over the overlay with flags (1:
+// VIR_DOMAIN_START_PAUSED). The test's cleanup removes all of it.
+func startSnapshotDomain(ctx context.Context, t *testing.T, l migrationLab, flags uint32) (*migrationHost, Domain) {
+	t.Helper()
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := "snap-" + hex.EncodeToString(suffix[:])
+	a := &migrationHost{name: "a", c: l.dial(t, l.a), dir: "/var/lib/libvirt/images/" + name}
+	base := filepath.Join(t.TempDir(), "base.qcow2")
+	run(t, "qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(migDiskSize))
+	run(t, "qemu-io", "-f", "qcow2", "-c", fmt.Sprintf("write -P %#x 0 %d", migBaseByte, migDiskSize), base)
+	pool, err := a.c.StoragePoolCreateXML(ctx, fmt.Sprintf(`<pool type='dir'><name>%s</name><target><path>%s</path></target></pool>`, name, a.dir), 1)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	a.pool = pool
+	t.Cleanup(func() { cleanupMigrationHost(t, l, a, name) })
+	run(t, "cp", base, filepath.Join(l.dir, "host-a", "state", "lib", "images", name, "base.qcow2"))
+	if err := a.c.StoragePoolRefresh(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	createOverlay(ctx, t, a)
+	dom, err := a.c.DomainDefineXML(ctx, snapshotDomainXML(name, UUID{}, a.dir+"/overlay.qcow2"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dom, err = a.c.DomainCreate(ctx, dom, flags); err != nil {
+		t.Fatal(err)
+	}
+	return a, dom
 }
 
 // snapshotDomainXML is migrationDomainXML's domain over top, with a guest agent channel that
@@ -332,4 +345,103 @@ func fileSum(t *testing.T, l migrationLab, pool, name string) [32]byte {
 		t.Fatal(err)
 	}
 	return sha256.Sum256(b)
+}
+
+// TestSnapshotDeleteInnerLayerPaused deletes a snapshot that is not the newest, on a domain
+// started paused, as a stopped VM's domain is for a commit (libvirt commits only in a running
+// QEMU; no guest code runs). The chain base ← overlay ← s1 ← s2: deleting the snapshot whose
+// frozen layer is overlay commits s1 into overlay, a job that ends by itself; libvirt makes s2's
+// backing overlay, and once s1's volume is deleted every pattern is still in the chain.
+func TestSnapshotDeleteInnerLayerPaused(t *testing.T) {
+	l := needMigrationLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	a, dom := startSnapshotDomain(ctx, t, l, 1) // VIR_DOMAIN_START_PAUSED
+	overlay, s1, s2 := a.dir+"/overlay.qcow2", a.dir+"/s1.qcow2", a.dir+"/s2.qcow2"
+	const flags = SnapshotDiskOnly | SnapshotAtomic | SnapshotNoMetadata | SnapshotReuseExt
+	writeGuestDisk(ctx, t, a, dom, 0xa1, 1<<20, 1<<20)
+	for _, layer := range []struct{ name, file, backing string }{{"s1", s1, overlay}, {"s2", s2, s1}} {
+		createLayer(ctx, t, a, layer.name+".qcow2", layer.backing)
+		xml, err := DiskOnlySnapshotXML(layer.name, []SnapshotDisk{{Target: "vda", File: layer.file}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.c.DomainSnapshotCreateXML(ctx, dom, xml, flags); err != nil {
+			t.Fatalf("snapshot %s of the paused domain: %v", layer.name, err)
+		}
+		if layer.name == "s1" {
+			writeGuestDisk(ctx, t, a, dom, 0xb2, 4<<20, 1<<20)
+		}
+	}
+	writeGuestDisk(ctx, t, a, dom, 0xc3, 8<<20, 1<<20)
+	checkTop(ctx, t, a, dom, s2, "")
+
+	began := time.Now()
+	if err := a.c.DomainBlockCommit(ctx, dom, "vda", overlay, s1, 0, 0); err != nil {
+		t.Fatalf("commit of s1 into overlay: %v", err)
+	}
+	var info BlockJobInfo
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if info, err = a.c.DomainGetBlockJobInfo(ctx, dom, "vda"); err != nil {
+			t.Fatal(err)
+		}
+		if !info.Found {
+			break
+		}
+		if info.Type != BlockJobCommit {
+			t.Fatalf("job type %d, want commit (3)", info.Type)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the commit job still runs after 2 minutes: %+v", info)
+		}
+	}
+	t.Logf("inner commit of s1 into overlay: %v", time.Since(began).Round(time.Millisecond))
+	checkTop(ctx, t, a, dom, s2, s1)
+	deleteVolume(ctx, t, a, "s1.qcow2")
+	view := layerView(t, l, a, s2)
+	checkPattern(t, "s2 after the commit", view, 1<<20, 1<<20, 0xa1)
+	checkPattern(t, "s2 after the commit", view, 4<<20, 1<<20, 0xb2)
+	checkPattern(t, "s2 after the commit", view, 8<<20, 1<<20, 0xc3)
+	view = layerView(t, l, a, overlay)
+	checkPattern(t, "overlay after the commit", view, 4<<20, 1<<20, 0xb2)
+	checkPattern(t, "overlay after the commit", view, 8<<20, 1<<20, migBaseByte)
+	if state, _, err := a.c.DomainState(ctx, dom); err != nil || state != DomainPaused {
+		t.Fatalf("after the commit: %s %v, want paused", state, err)
+	}
+}
+
+// TestFSFreezeWithoutAgentChannel: a domain with no agent channel at all (libvirt 9.0:
+// VIR_ERR_ARGUMENT_UNSUPPORTED, "QEMU guest agent is not configured") is ErrGuestAgentUnavailable
+// too, for the freeze and a quiesced snapshot.
+func TestFSFreezeWithoutAgentChannel(t *testing.T) {
+	l := needMigrationLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := l.dial(t, l.a)
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := "snap-noagent-" + hex.EncodeToString(suffix[:])
+	dom, err := c.DomainDefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>`+
+		`<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`, name), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.DomainDestroy(ctx, dom)
+		_ = c.DomainUndefine(ctx, dom, 0)
+	})
+	if dom, err = c.DomainCreate(ctx, dom, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DomainFSFreeze(ctx, dom, nil)
+	var agent *AgentError
+	if !errors.As(err, &agent) || agent.Err.Code != ErrArgumentUnsupported || !errors.Is(err, ErrGuestAgentUnavailable) {
+		t.Fatalf("freeze without an agent channel: %v, want ErrGuestAgentUnavailable with code %d", err, ErrArgumentUnsupported)
+	}
+	if _, err := c.DomainFSThaw(ctx, dom, nil); !errors.Is(err, ErrGuestAgentUnavailable) {
+		t.Fatalf("thaw without an agent channel: %v, want ErrGuestAgentUnavailable", err)
+	}
 }
