@@ -29,8 +29,9 @@ import (
 //     and the domain redefined over it and started: the first pattern is there, the second is
 //     not, and the snapshot's layer is unchanged, so it can be restored again.
 //   - Delete: a second snapshot, a third pattern, then an active block commit of the top layer
-//     into its backing (shallow), pivoted: the chain is one layer shorter, the third pattern in
-//     it, and once the merged layer's volume is deleted the pool holds nothing else.
+//     into its backing (shallow), first cancelled once ready (nothing changes), then pivoted:
+//     the chain is one layer shorter, the third pattern in it, and once the merged layer's
+//     volume is deleted the pool holds nothing else.
 func TestSnapshotCommitAndRestore(t *testing.T) {
 	l := needMigrationLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -121,6 +122,22 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	}
 	t.Logf("snapshot s2: %v", snapshotRunning(ctx, t, a, dom, xml2, flags))
 	writeGuestDisk(ctx, t, a, dom, patternC, offC, nC)
+	// A commit cancelled once ready (a deletion that timed out, or a provider that gave up)
+	// leaves the disk on its top layer and the guest's view whole: it can simply start again.
+	if err := a.c.DomainBlockCommit(ctx, dom, "vda", "", "", 0, BlockCommitActive|BlockCommitShallow); err != nil {
+		t.Fatalf("block commit: %v", err)
+	}
+	waitBlockJobReady(ctx, t, a, dom)
+	if err := a.c.DomainBlockJobAbort(ctx, dom, "vda", 0); err != nil {
+		t.Fatalf("cancelling the commit: %v", err)
+	}
+	if info, err := a.c.DomainGetBlockJobInfo(ctx, dom, "vda"); err != nil || info.Found {
+		t.Fatalf("after the cancel: job %+v %v, want none", info, err)
+	}
+	checkTop(ctx, t, a, dom, s2, "")
+	view = layerView(t, l, a, s2)
+	checkPattern(t, "after the cancelled commit", view, offC, nC, patternC)
+	checkPattern(t, "after the cancelled commit", view, offA, nA, patternA)
 	began = time.Now()
 	if err := a.c.DomainBlockCommit(ctx, dom, "vda", "", "", 0, BlockCommitActive|BlockCommitShallow); err != nil {
 		t.Fatalf("block commit: %v", err)
