@@ -29,8 +29,9 @@ import (
 //     and the domain redefined over it and started: the first pattern is there, the second is
 //     not, and the snapshot's layer is unchanged, so it can be restored again.
 //   - Delete: a second snapshot, a third pattern, then an active block commit of the top layer
-//     into its backing (shallow), first cancelled once ready (nothing changes), then pivoted:
-//     the chain is one layer shorter, the third pattern in it, and once the merged layer's
+//     into its backing (shallow), first cancelled once ready (nothing changes), then started
+//     again from a connection that closes at once and pivoted from another: the chain is one
+//     layer shorter, the third pattern in it, and once the merged layer's
 //     volume is deleted the pool holds nothing else.
 func TestSnapshotCommitAndRestore(t *testing.T) {
 	l := needMigrationLab(t)
@@ -138,10 +139,14 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 	view = layerView(t, l, a, s2)
 	checkPattern(t, "after the cancelled commit", view, offC, nC, patternC)
 	checkPattern(t, "after the cancelled commit", view, offA, nA, patternA)
+	// Started again from a connection that then closes, as by a provider killed mid-deletion:
+	// the job belongs to the domain, and the next connection finds it and pivots it.
 	began = time.Now()
-	if err := a.c.DomainBlockCommit(ctx, dom, "vda", "", "", 0, BlockCommitActive|BlockCommitShallow); err != nil {
+	gone := l.dial(t, l.a)
+	if err := gone.DomainBlockCommit(ctx, dom, "vda", "", "", 0, BlockCommitActive|BlockCommitShallow); err != nil {
 		t.Fatalf("block commit: %v", err)
 	}
+	gone.Close()
 	ready := waitBlockJobReady(ctx, t, a, dom)
 	readyAfter := time.Since(began)
 	if ready.Type != BlockJobActiveCommit {
