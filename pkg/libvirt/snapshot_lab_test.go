@@ -3,9 +3,7 @@ package libvirt
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,8 +29,8 @@ import (
 //   - Delete: a second snapshot, a third pattern, then an active block commit of the top layer
 //     into its backing (shallow), first cancelled once ready (nothing changes), then started
 //     again from a connection that closes at once and pivoted from another: the chain is one
-//     layer shorter, the third pattern in it, and once the merged layer's
-//     volume is deleted the pool holds nothing else.
+//     layer shorter, the third pattern in it, and once the merged layer's volume is deleted
+//     the pool holds nothing else.
 func TestSnapshotCommitAndRestore(t *testing.T) {
 	l := needMigrationLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -191,9 +189,7 @@ func TestSnapshotCommitAndRestore(t *testing.T) {
 // VIR_DOMAIN_START_PAUSED). The test's cleanup removes all of it.
 func startSnapshotDomain(ctx context.Context, t *testing.T, l migrationLab, flags uint32) (*migrationHost, Domain) {
 	t.Helper()
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "snap-" + hex.EncodeToString(suffix[:])
+	name := labName("snap-")
 	a := &migrationHost{name: "a", c: l.dial(t, l.a), dir: "/var/lib/libvirt/images/" + name}
 	base := filepath.Join(t.TempDir(), "base.qcow2")
 	run(t, "qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(migDiskSize))
@@ -441,9 +437,7 @@ func TestFSFreezeWithoutAgentChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := l.dial(t, l.a)
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name := "snap-noagent-" + hex.EncodeToString(suffix[:])
+	name := labName("snap-noagent-")
 	dom, err := c.DomainDefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>`+
 		`<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`, name), 0)
 	if err != nil {
