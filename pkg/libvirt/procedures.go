@@ -54,11 +54,18 @@ const (
 	procDomainMigrateSetMaxSpeed    procedure = 207
 	procDomainGetJobStats           procedure = 298
 	procDomainMigratePerform3Params procedure = 305
-	qemuProcAgentCommand            procedure = 3
-	keepAliveProcPing               procedure = 1
-	keepAliveProcPong               procedure = 2
-	keepAliveProtocolVersion        uint32    = 1
-	protocolVersion                 uint32    = 1
+	// Snapshots (snapshot.go).
+	procDomainSnapshotCreateXML procedure = 185
+	procDomainBlockJobAbort     procedure = 237
+	procDomainGetBlockJobInfo   procedure = 238
+	procDomainBlockCommit       procedure = 290
+	procDomainFSFreeze          procedure = 335
+	procDomainFSThaw            procedure = 336
+	qemuProcAgentCommand        procedure = 3
+	keepAliveProcPing           procedure = 1
+	keepAliveProcPong           procedure = 2
+	keepAliveProtocolVersion    uint32    = 1
+	protocolVersion             uint32    = 1
 )
 
 // Domain events (events.go): the callback registration procedures, and the procedures of the
@@ -118,6 +125,12 @@ var procedureNames = map[procedure]string{
 	procDomainMigrateSetMaxSpeed:    "DOMAIN_MIGRATE_SET_MAX_SPEED",
 	procDomainGetJobStats:           "DOMAIN_GET_JOB_STATS",
 	procDomainMigratePerform3Params: "DOMAIN_MIGRATE_PERFORM3_PARAMS",
+	procDomainSnapshotCreateXML:     "DOMAIN_SNAPSHOT_CREATE_XML",
+	procDomainBlockJobAbort:         "DOMAIN_BLOCK_JOB_ABORT",
+	procDomainGetBlockJobInfo:       "DOMAIN_GET_BLOCK_JOB_INFO",
+	procDomainBlockCommit:           "DOMAIN_BLOCK_COMMIT",
+	procDomainFSFreeze:              "DOMAIN_FSFREEZE",
+	procDomainFSThaw:                "DOMAIN_FSTHAW",
 
 	procConnectDomainEventCallbackRegisterAny:   "CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY",
 	procConnectDomainEventCallbackDeregisterAny: "CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY",
