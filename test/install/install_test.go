@@ -43,7 +43,8 @@ var crds = []string{
 	"libvirtclusters.infrastructure.banlieue.io", "libvirtmachines.infrastructure.banlieue.io",
 	"libvirtmachinetemplates.infrastructure.banlieue.io", "providerclasses.banlieue.io", "providers.banlieue.io",
 	"virtualmachineclaims.banlieue.io", "virtualmachinepools.banlieue.io", "virtualmachines.banlieue.io",
-	"vmclasses.banlieue.io", "vmimages.banlieue.io",
+	"vmclasses.banlieue.io", "vmimages.banlieue.io", "vspheremachines.infrastructure.banlieue.io",
+	"vspheremachinetemplates.infrastructure.banlieue.io",
 }
 
 func defaultDir() string { return filepath.Join(testenv.RepoRoot(), "config", "default") }
