@@ -216,6 +216,15 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		lm.SetName("owned")
 		lm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
 		testenv.Allowed(t, "controller creates a LibvirtMachine owned by a VirtualMachine", createOwned(ctx, t, ctrl, lm))
+		// The vsphere kind the same way; its status is the vsphere provider's alone.
+		vsm := vsphereMachine(t)
+		vsm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
+		testenv.Allowed(t, "controller creates a VSphereMachine owned by a VirtualMachine", createOwned(ctx, t, ctrl, vsm))
+		for _, p := range []struct{ sub, verb string }{{"status", "update"}, {"status", "patch"}} {
+			if selfCan(ctx, t, ctrl, tenantNS, "infrastructure.banlieue.io", "vspheremachines", p.sub, p.verb) {
+				t.Errorf("controller may %s vspheremachines/%s, want denied: the provider writes it", p.verb, p.sub)
+			}
+		}
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachinePool",
 			"metadata": map[string]any{"name": "pool", "namespace": tenantNS},

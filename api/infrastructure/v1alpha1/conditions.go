@@ -64,6 +64,9 @@ const (
 	ReasonGuestNotAnnounced = "GuestNotAnnounced"
 )
 
+// FinalizerVSphereMachine holds a VSphereMachine until its virtual machine is gone from vCenter.
+const FinalizerVSphereMachine = "banlieue.io/vspheremachine"
+
 // FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
 // host.
 const FinalizerLibvirtMachine = "banlieue.io/libvirtmachine"
