@@ -78,3 +78,14 @@ const (
 	PowerStateOff       = "poweredOff"
 	PowerStateSuspended = "suspended"
 )
+
+// Endpoint is how a Provider's vCenter is reached: its SDK URL, the user of the credentials
+// Secret and the CA its certificate must chain to (never the public roots).
+type Endpoint struct {
+	URL                string
+	Username, Password string
+	CAPEM              []byte
+}
+
+// Dialer opens the one long-lived session of a Provider.
+type Dialer func(ctx context.Context, e Endpoint) (Backend, error)
