@@ -11,7 +11,7 @@ CONTROLLER_GEN := go tool controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BIN ?= bin/banlieue
-ROLES := controller operator imagebuilder provider-libvirt
+ROLES := controller operator imagebuilder provider-libvirt provider-vsphere
 
 .PHONY: all
 all: generate manifests build
@@ -24,7 +24,7 @@ generate: ## Deepcopy methods of the API types.
 manifests: ## CRDs and one ClusterRole per role, from the API types and rbac markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	@set -e; for role in $(ROLES); do \
-	  dir=$${role/provider-libvirt/provider\/libvirt}; \
+	  dir=$${role/provider-/provider\/}; \
 	  $(CONTROLLER_GEN) rbac:roleName=banlieue-$$role paths=./internal/$$dir/... output:rbac:dir=config/rbac/$$role; \
 	  cp config/rbac/$$role/role.yaml charts/banlieue/files/rbac/$$role.yaml; \
 	done

@@ -60,6 +60,10 @@ const (
 	// ReasonUserDataConflict: the name of the VM's per-machine user-data Secret is taken by a
 	// Secret banlieue does not own; it is left alone.
 	ReasonUserDataConflict = "UserDataConflict"
+	// ReasonImageSourceUnsupported: the VM's image has no source its Provider's class can use
+	// (for vsphere: a Template source whose ref is an inventory path, with installMode
+	// immediate); the message names the field to change. No machine is built.
+	ReasonImageSourceUnsupported = "ImageSourceUnsupported"
 )
 
 // VirtualMachine Scheduled reasons.

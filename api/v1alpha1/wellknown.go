@@ -94,4 +94,5 @@ const (
 	FieldManagerOperator        = "banlieue.io/operator"
 	FieldManagerImagebuilder    = "banlieue.io/imagebuilder"
 	FieldManagerProviderLibvirt = "banlieue.io/provider-libvirt"
+	FieldManagerProviderVSphere = "banlieue.io/provider-vsphere"
 )

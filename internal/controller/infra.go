@@ -57,6 +57,7 @@ type infraKind struct {
 // infraKinds maps a ProviderClass name to its machine kind.
 var infraKinds = map[string]infraKind{
 	"libvirt": libvirtKind,
+	"vsphere": vsphereKind,
 }
 
 // infraKindFor is the machine kind of a provider class.

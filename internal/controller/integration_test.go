@@ -77,6 +77,11 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("n a retired Provider's image rows are removed", func(t *testing.T) { t.Parallel(); s.testRetiredRows(ctx, t) })
 		t.Run("l one event per transition, none for a pass that changes nothing", func(t *testing.T) { t.Parallel(); s.testEvents(ctx, t) })
 		t.Run("m a VM created powered off reads Stopped; suspended, Suspended", func(t *testing.T) { t.Parallel(); s.testPowerPhases(ctx, t) })
+		t.Run("p a VM on a vsphere Provider becomes a VSphereMachine, mirrors it, holds the Provider", func(t *testing.T) {
+			t.Parallel()
+			s.testVSphere(ctx, t)
+		})
+		t.Run("q an image a vsphere Provider cannot clone is refused by field", func(t *testing.T) { t.Parallel(); s.testVSphereImageRefused(ctx, t) })
 		t.Run("j an image-row message as long as the CRD admits reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
 			s.testHugeConditionMessage(ctx, t)
@@ -213,14 +218,14 @@ func (s *suite) testTPM(ctx context.Context, t *testing.T) {
 func (s *suite) testUnknownClass(ctx context.Context, t *testing.T) {
 	ns := "ns-d"
 	s.namespace(ctx, t, ns)
-	s.provider(ctx, t, ns, "vcenter", "vsphere")
-	s.image(ctx, t, "img-d", banlieuev1.InstallImmediate, readyRowIn(ns, "vcenter"))
+	s.provider(ctx, t, ns, "hyperv-1", "hyperv")
+	s.image(ctx, t, "img-d", banlieuev1.InstallImmediate, readyRowIn(ns, "hyperv-1"))
 	s.create(ctx, t, guideVM(ns, "web-01", "small", "img-d", nil))
 	vm := s.waitVM(ctx, t, ns, "web-01", "Scheduled=False InfraBuildFailed", func(vm *banlieuev1.VirtualMachine) bool {
 		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionFalse, banlieuev1.ReasonInfraBuildFailed) &&
 			hasCondition(vm.Status.Conditions, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonInfraBuildFailed)
 	})
-	want := "provider class 'vsphere' has no infrastructure builder in banlieue-controller"
+	want := "provider class 'hyperv' has no infrastructure builder in banlieue-controller"
 	if got := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled).Message; got != want {
 		t.Errorf("message = %q, want %q", got, want)
 	}

@@ -343,8 +343,11 @@ func TestInfraKindFor(t *testing.T) {
 	if k, err := infraKindFor("libvirt"); err != nil || k.GVK.Kind != "LibvirtMachine" || k.GVK.Group != "infrastructure.banlieue.io" {
 		t.Errorf("libvirt = %+v, %v", k.GVK, err)
 	}
-	_, err := infraKindFor("vsphere")
-	if err == nil || err.Error() != "provider class 'vsphere' has no infrastructure builder in banlieue-controller" {
-		t.Errorf("vsphere err = %v", err)
+	if k, err := infraKindFor("vsphere"); err != nil || k.GVK.Kind != "VSphereMachine" || k.GVK.Group != "infrastructure.banlieue.io" {
+		t.Errorf("vsphere = %+v, %v", k.GVK, err)
+	}
+	_, err := infraKindFor("hyperv")
+	if err == nil || err.Error() != "provider class 'hyperv' has no infrastructure builder in banlieue-controller" {
+		t.Errorf("hyperv err = %v", err)
 	}
 }

@@ -17,6 +17,9 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status;providers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch;create;update;patch;delete
+// The vsphere kind (vsphere_machine.go): built and deleted like a LibvirtMachine; its status is
+// the vsphere provider's alone.
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=vspheremachines,verbs=get;list;watch;create;update;patch;delete
 // The LibvirtCluster, Cluster API's InfraCluster (libvirt_cluster.go), and its Cluster (paused).
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtclusters/status,verbs=get;update;patch

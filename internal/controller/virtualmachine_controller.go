@@ -363,7 +363,9 @@ func (r *virtualMachineReconciler) applyMachine(ctx context.Context, kind infraK
 		}
 	}
 	machine, err = kind.build(in)
-	if err != nil {
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		return nil, rf, nil
+	} else if err != nil {
 		return nil, buildRefusal(err.Error()), nil
 	}
 	key := client.ObjectKeyFromObject(vm)

@@ -26,11 +26,11 @@ package operator
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterrolebindings,verbs=list;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=banlieue-provider-libvirt;banlieue-provider-vsphere
 //
-// LibvirtMachines are watched only to list, by name, the user-data Secrets each provider's grants
-// give it (userdata.go); the operator never writes them.
-// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines,verbs=get;list;watch
+// LibvirtMachines and VSphereMachines are watched only to list, by name, the user-data Secrets
+// each provider's grants give it (userdata.go, vsphere.go); the operator never writes them.
+// +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=libvirtmachines;vspheremachines,verbs=get;list;watch
 //
 // A machine's user-data Secret is granted in the machine's namespace, so the Roles and
 // RoleBindings above are written in tenant namespaces too; a namespace other than the

@@ -36,6 +36,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.LibvirtMachine{}, machineProviderIndex, machineProviderKey); err != nil {
 		return fmt.Errorf("indexing libvirt machines by provider: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.VSphereMachine{}, machineProviderIndex, vsphereMachineProviderKey); err != nil {
+		return fmt.Errorf("indexing vsphere machines by provider: %w", err)
+	}
 	recorder := mgr.GetEventRecorder("banlieue-operator")
 
 	providers := &providerReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: recorder, opts: opts}
@@ -52,6 +55,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.ProviderClass{}, handler.EnqueueRequestsFromMapFunc(providers.providersOfClass)).
 		// A machine that gains or loses user-data changes its Provider's grants (machineUserDataGrants).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfMachine), builder.WithPredicates(userDataRefChanged)).
+		Watches(&infrav1.VSphereMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfVSphereMachine), builder.WithPredicates(vsphereUserDataRefChanged)).
 		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(providers); err != nil {
 		return fmt.Errorf("creating provider controller: %w", err)

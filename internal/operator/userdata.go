@@ -74,27 +74,51 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 	if err := r.client.List(ctx, &machines, client.MatchingFields{machineProviderIndex: client.ObjectKeyFromObject(p).String()}); err != nil {
 		return nil, fmt.Errorf("listing the LibvirtMachines of Provider %s/%s: %w", p.Namespace, p.Name, err)
 	}
+	var vsphereMachines infrav1.VSphereMachineList
+	if err := r.client.List(ctx, &vsphereMachines, client.MatchingFields{machineProviderIndex: client.ObjectKeyFromObject(p).String()}); err != nil {
+		return nil, fmt.Errorf("listing the VSphereMachines of Provider %s/%s: %w", p.Namespace, p.Name, err)
+	}
 	nsLabels := map[string]map[string]string{}
 	gone := map[string]bool{}
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		if _, seen := nsLabels[m.Namespace]; seen || gone[m.Namespace] || m.Namespace == p.Namespace || (m.Spec.UserDataSecretRef == nil && capi.OwnerMachine(m) == nil) {
-			continue
+	readLabels := func(namespace string) error {
+		if _, seen := nsLabels[namespace]; seen || gone[namespace] || namespace == p.Namespace {
+			return nil
 		}
 		var ns corev1.Namespace
-		err := r.apiReader.Get(ctx, client.ObjectKey{Name: m.Namespace}, &ns)
+		err := r.apiReader.Get(ctx, client.ObjectKey{Name: namespace}, &ns)
 		switch {
 		case apierrors.IsNotFound(err):
 			// The cache still holds machines of a namespace that is gone: nothing to grant there.
-			gone[m.Namespace] = true
-			continue
+			gone[namespace] = true
+			return nil
 		case err != nil:
-			return nil, fmt.Errorf("reading Namespace %s for Provider %s/%s's allowedNamespaces: %w", m.Namespace, p.Namespace, p.Name, err)
+			return fmt.Errorf("reading Namespace %s for Provider %s/%s's allowedNamespaces: %w", namespace, p.Namespace, p.Name, err)
 		}
-		nsLabels[m.Namespace] = ns.Labels
+		nsLabels[namespace] = ns.Labels
+		return nil
+	}
+	for i := range machines.Items {
+		if m := &machines.Items[i]; m.Spec.UserDataSecretRef != nil || capi.OwnerMachine(m) != nil {
+			if err := readLabels(m.Namespace); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range vsphereMachines.Items {
+		if m := &vsphereMachines.Items[i]; m.Spec.UserDataSecretRef != nil {
+			if err := readLabels(m.Namespace); err != nil {
+				return nil, err
+			}
+		}
 	}
 	present := slices.DeleteFunc(machines.Items, func(m infrav1.LibvirtMachine) bool { return gone[m.Namespace] })
 	grants := userDataGrants(p, present, nsLabels)
+	vspherePresent := slices.DeleteFunc(vsphereMachines.Items, func(m infrav1.VSphereMachine) bool { return gone[m.Namespace] })
+	for ns, names := range vsphereUserDataGrants(p, vspherePresent, nsLabels) {
+		merged := append(grants[ns], names...)
+		slices.Sort(merged)
+		grants[ns] = slices.Compact(merged)
+	}
 	if err := r.bootstrapGrants(ctx, p, present, nsLabels, grants); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +111,29 @@ func TestProviderNeverReadsVirtualMachines(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestControllerNeverLinksTheVSphereSDK: banlieue-controller and the API types meet vCenter only
+// through the VSphereMachine; the vSphere SDK (govmomi) is the vsphere provider's alone
+// (docs/guides/vsphere-provider.md, "Before you start").
+func TestControllerNeverLinksTheVSphereSDK(t *testing.T) {
+	for _, pkg := range []string{"internal/controller/...", "api/..."} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		all := strings.Fields(string(out))
+		// The listing must hold the third-party packages, or the check below sees nothing.
+		if !slices.Contains(all, "k8s.io/apimachinery/pkg/apis/meta/v1") {
+			t.Fatalf("go list -deps %s lists no k8s.io/apimachinery: the listing is not the whole graph", pkg)
+		}
+		for _, dep := range all {
+			if strings.HasPrefix(dep, "github.com/vmware/govmomi") {
+				t.Errorf("%s depends on %s: the controller never talks to vCenter; it meets the vsphere provider only through VSphereMachine", pkg, dep)
+			}
+		}
 	}
 }

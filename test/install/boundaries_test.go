@@ -69,6 +69,7 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		// operator's per-Provider import accounts live.
 		var providerRole rbacv1.ClusterRole
 		testenv.Allowed(t, "ClusterRole banlieue-provider-libvirt", c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-libvirt"}, &providerRole))
+		testenv.Allowed(t, "ClusterRole banlieue-provider-vsphere", c.admin.Get(ctx, client.ObjectKey{Name: "banlieue-provider-vsphere"}, &rbacv1.ClusterRole{}))
 		var crbs rbacv1.ClusterRoleBindingList
 		if err := c.admin.List(ctx, &crbs); err != nil {
 			t.Fatal(err)
@@ -78,8 +79,8 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 			t.Fatal(err)
 		}
 		check := func(kind, name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
-			if ref.Name == "banlieue-provider-libvirt" {
-				t.Errorf("%s %s binds banlieue-provider-libvirt; only the operator may", kind, name)
+			if ref.Name == "banlieue-provider-libvirt" || ref.Name == "banlieue-provider-vsphere" {
+				t.Errorf("%s %s binds %s; only the operator may", kind, name, ref.Name)
 			}
 			for _, s := range subjects {
 				if s.Kind == "ServiceAccount" && s.Namespace == buildNS {
@@ -216,6 +217,15 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		lm.SetName("owned")
 		lm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
 		testenv.Allowed(t, "controller creates a LibvirtMachine owned by a VirtualMachine", createOwned(ctx, t, ctrl, lm))
+		// The vsphere kind the same way; its status is the vsphere provider's alone.
+		vsm := vsphereMachine(t)
+		vsm.SetOwnerReferences([]metav1.OwnerReference{ownerRef("VirtualMachine", vm)})
+		testenv.Allowed(t, "controller creates a VSphereMachine owned by a VirtualMachine", createOwned(ctx, t, ctrl, vsm))
+		for _, p := range []struct{ sub, verb string }{{"status", "update"}, {"status", "patch"}} {
+			if selfCan(ctx, t, ctrl, tenantNS, "infrastructure.banlieue.io", "vspheremachines", p.sub, p.verb) {
+				t.Errorf("controller may %s vspheremachines/%s, want denied: the provider writes it", p.verb, p.sub)
+			}
+		}
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachinePool",
 			"metadata": map[string]any{"name": "pool", "namespace": tenantNS},
@@ -246,6 +256,8 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		// The shared provider ClusterRole is bindable (bind, by name); cluster-admin is not.
 		testenv.Allowed(t, "operator binds banlieue-provider-libvirt",
 			op.Create(ctx, clusterRoleBinding("banlieue-provider-libvirt"), client.DryRunAll))
+		testenv.Allowed(t, "operator binds banlieue-provider-vsphere",
+			op.Create(ctx, clusterRoleBinding("banlieue-provider-vsphere"), client.DryRunAll))
 		testenv.Forbidden(t, "operator binds cluster-admin", op.Create(ctx, clusterRoleBinding("cluster-admin"), client.DryRunAll))
 		// The per-Provider Roles pass the API server's escalation check: the one in the
 		// Provider's namespace, and the build one carrying examples/09's additionalRules.

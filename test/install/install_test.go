@@ -43,7 +43,8 @@ var crds = []string{
 	"libvirtclusters.infrastructure.banlieue.io", "libvirtmachines.infrastructure.banlieue.io",
 	"libvirtmachinetemplates.infrastructure.banlieue.io", "providerclasses.banlieue.io", "providers.banlieue.io",
 	"virtualmachineclaims.banlieue.io", "virtualmachinepools.banlieue.io", "virtualmachines.banlieue.io",
-	"vmclasses.banlieue.io", "vmimages.banlieue.io",
+	"vmclasses.banlieue.io", "vmimages.banlieue.io", "vspheremachines.infrastructure.banlieue.io",
+	"vspheremachinetemplates.infrastructure.banlieue.io",
 }
 
 func defaultDir() string { return filepath.Join(testenv.RepoRoot(), "config", "default") }
@@ -466,6 +467,27 @@ func clusterRoleBinding(role string) *rbacv1.ClusterRoleBinding {
 
 // ownerRef is what controllerutil.SetControllerReference writes: controller and
 // blockOwnerDeletion both true.
+func vsphereMachine(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: infrastructure.banlieue.io/v1alpha1
+kind: VSphereMachine
+metadata: {name: vsm, namespace: `+tenantNS+`}
+spec:
+  providerRef: {name: p}
+  vmName: tenant-a-vsm
+  template: /dc1/vm/templates/ubuntu-24.04
+  cpus: 1
+  memoryMiB: 512
+  disks: [{name: os, sizeGiB: 10, datastore: ds1}]
+  network: [{name: nic0, portGroup: pg, ipam: {}}]
+`), &m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
 func ownerRef(kind string, owner client.Object) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "banlieue.io/v1alpha1", Kind: kind, Name: owner.GetName(), UID: owner.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}

@@ -144,6 +144,9 @@ func denyInfrastructure(ctx context.Context, t *testing.T, who string, as client
 		{"banlieue.io", "virtualmachines", "status", "patch"},
 		{"infrastructure.banlieue.io", "libvirtmachines", "", "create"},
 		{"infrastructure.banlieue.io", "libvirtmachinetemplates", "", "create"},
+		{"infrastructure.banlieue.io", "vspheremachines", "", "get"},
+		{"infrastructure.banlieue.io", "vspheremachines", "", "create"},
+		{"infrastructure.banlieue.io", "vspheremachinetemplates", "", "create"},
 		{"infrastructure.banlieue.io", "libvirtclusters", "", "get"},
 	} {
 		if selfCan(ctx, t, as, ns, p.group, p.res, p.sub, p.verb) {

@@ -82,6 +82,7 @@ func TestOperator(t *testing.T) {
 	t.Run("the provider gets its machines' user-data Secrets and no other", func(t *testing.T) { testUserDataGrants(ctx, t, env, admin) })
 	t.Run("a tenant cannot read another team's user-data", func(t *testing.T) { testTenantUserData(ctx, t, env, admin) })
 	t.Run("the provider gets its Cluster API machines' bootstrap Secrets and no other", func(t *testing.T) { testBootstrapGrants(ctx, t, env, admin) })
+	t.Run("a vsphere Provider gets its own workload and account", func(t *testing.T) { testVSphereWorkload(ctx, t, env, admin) })
 	t.Run("the operator cannot escalate", func(t *testing.T) {
 		op := as(t, env.Config, systemNs, operatorS)
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "steal"},

@@ -64,6 +64,18 @@ const (
 	ReasonGuestNotAnnounced = "GuestNotAnnounced"
 )
 
+// VSphereMachine Ready reasons beyond the LibvirtMachine ones it shares (NotPermitted,
+// FailureDomainUnknown) and the VM's TpmUnsupported.
+const (
+	// ReasonUnsupportedSpec: the machine asks for what the vsphere provider does not do yet (disks
+	// on several datastores, no vmName); the message names the field. Nothing in vCenter was
+	// called.
+	ReasonUnsupportedSpec = "UnsupportedSpec"
+)
+
+// FinalizerVSphereMachine holds a VSphereMachine until its virtual machine is gone from vCenter.
+const FinalizerVSphereMachine = "banlieue.io/vspheremachine"
+
 // FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
 // host.
 const FinalizerLibvirtMachine = "banlieue.io/libvirtmachine"
