@@ -63,8 +63,8 @@ func TestKubectlSurface(t *testing.T) {
 		for _, n := range foreignShortNames {
 			taken[n] = "KubeVirt or vm-operator"
 		}
-		if len(ours) != 10 {
-			t.Errorf("banlieue serves %d resources, want 10: %v", len(ours), ours)
+		if len(ours) != 11 {
+			t.Errorf("banlieue serves %d resources, want 11: %v", len(ours), ours)
 		}
 		for id, short := range ours {
 			if len(short) != 1 {
