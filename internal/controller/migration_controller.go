@@ -144,11 +144,16 @@ func (r *migrationReconciler) requestMove(ctx context.Context, machine *infrav1.
 	return nil
 }
 
-// migrationsOfVM enqueues the migrations naming a VM (or its machine, of the same name).
+// migrationsOfVM enqueues the migrations naming a VM (or its machine, of the same name), and
+// for a migration those of its VM, so one that waits starts as soon as the active one ends.
 func migrationsOfVM(c client.Client) func(context.Context, client.Object) []reconcile.Request {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		vm := o.GetName()
+		if m, ok := o.(*banlieuev1.VirtualMachineMigration); ok {
+			vm = m.Spec.VMName
+		}
 		var list banlieuev1.VirtualMachineMigrationList
-		if err := c.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{migrationVMIndex: o.GetName()}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{migrationVMIndex: vm}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing VirtualMachineMigrations to requeue")
 			return nil
 		}

@@ -145,6 +145,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&banlieuev1.VirtualMachineMigration{}, inScope).
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope).
 		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope).
+		Watches(&banlieuev1.VirtualMachineMigration{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope,
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				// Only an end (or a deletion) can free the VM for a waiting migration.
+				o, n := e.ObjectOld.(*banlieuev1.VirtualMachineMigration), e.ObjectNew.(*banlieuev1.VirtualMachineMigration)
+				return o.Status.Phase != n.Status.Phase || !n.DeletionTimestamp.IsZero()
+			}})).
 		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(&migrationReconciler{client: mgr.GetClient(), vms: &virtualMachineReconciler{client: mgr.GetClient(),
 			apiReader: mgr.GetAPIReader()}}); err != nil {
