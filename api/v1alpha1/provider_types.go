@@ -79,6 +79,9 @@ const (
 	// ReasonDrainMigrationNever: the VM's migrationPolicy is never (or unset); banlieue does
 	// not carry a VM's disk to another host, so moving it would lose its data.
 	ReasonDrainMigrationNever = "MigrationPolicyNever"
+	// ReasonDrainLiveOnly: the VM's migrationPolicy is live; the drain does not create live
+	// migrations yet and must not recreate it.
+	ReasonDrainLiveOnly = "MigrationPolicyLive"
 	// ReasonDrainAwaitingApproval: migrationPolicy manual, and the VM is not annotated
 	// banlieue.io/migrate=true.
 	ReasonDrainAwaitingApproval = "AwaitingApproval"

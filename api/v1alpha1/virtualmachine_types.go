@@ -46,12 +46,14 @@ type VirtualMachineSpec struct {
 	// +optional
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
 	// migrationPolicy says what happens when the placement decision changes or the VM's
-	// Provider is drained. banlieue does not yet carry a VM's disk to another host, so a move
-	// recreates the VM from its image there, with a new empty disk: recreate does so at once,
-	// manual once the VM is annotated banlieue.io/migrate=true, never (the default) does not
-	// move the VM. automatic is the former name of recreate.
+	// Provider is drained. recreate recreates the VM from its image on the new host, with a new
+	// empty disk, at once; manual does so once the VM is annotated banlieue.io/migrate=true;
+	// never (the default) does not move the VM. live lets a VirtualMachineMigration (or a drain)
+	// move the running VM with its memory and disk, and refuses a move that cannot be live;
+	// liveOrRecreate moves it live when it runs, and recreates it like recreate when a live move
+	// is impossible. automatic is the former name of recreate.
 	// +optional
-	// +kubebuilder:validation:Enum=recreate;automatic;manual;never
+	// +kubebuilder:validation:Enum=recreate;automatic;manual;never;live;liveOrRecreate
 	MigrationPolicy string `json:"migrationPolicy,omitempty"`
 	// userData is the guest's cloud-init user-data, read from a Secret or a ConfigMap key
 	// (default key user-data) in the VM's namespace. Placeholders ${VM_NAME}, ${FQDN}, ${IP},

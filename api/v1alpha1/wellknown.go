@@ -7,6 +7,9 @@ package v1alpha1
 const (
 	// FinalizerVirtualMachine holds a VM until its infrastructure machines are gone.
 	FinalizerVirtualMachine = "banlieue.io/virtualmachine"
+	// FinalizerVirtualMachineMigration holds a migration until the request it wrote into its
+	// VM's machine (spec.migration) is withdrawn, so deleting a migration stops the move.
+	FinalizerVirtualMachineMigration = "banlieue.io/virtualmachinemigration"
 	// FinalizerProviderInUse keeps a Provider while machines reference it: the provider needs
 	// the Provider's credentials to tear a machine down (docs/decisions.md).
 	FinalizerProviderInUse = "banlieue.io/provider-in-use"

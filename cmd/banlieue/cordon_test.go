@@ -18,9 +18,10 @@ import (
 	"banlieue.io/banlieue/internal/testenv"
 )
 
-// kubectl banlieue cordon, uncordon and drain, against the real API server: they set and remove
+// kubectl banlieue cordon, uncordon, drain and migrate, against the real API server: they set and remove
 // the Provider's spec.unschedulable and spec.drain and touch nothing else; a followed drain that
-// is Blocked is an error listing why; a missing Provider is an error naming it.
+// is Blocked is an error listing why; a missing Provider is an error naming it; migrate creates
+// a VirtualMachineMigration to the Provider --to names.
 func TestCordonAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -96,6 +97,34 @@ func TestCordonAgainstAPIServer(t *testing.T) {
 	}
 	if got := get(); got.Spec.Unschedulable || got.Spec.Drain != nil {
 		t.Fatalf("after uncordon of a drain: spec %+v", got.Spec)
+	}
+
+	// migrate creates a VirtualMachineMigration of the VM, to the Provider --to names.
+	for _, tc := range []struct {
+		args          []string
+		wantNamespace string
+		wantName      string
+	}{
+		{[]string{"migrate", "web-01"}, "", ""},
+		{[]string{"migrate", "web-01", "--to", "kvm-b"}, "", "kvm-b"},
+		{[]string{"migrate", "web-01", "--to", "fleet/kvm-c"}, "fleet", "kvm-c"},
+	} {
+		out, err := run(tc.args...)
+		name, ok := strings.CutPrefix(strings.TrimSpace(out), "virtualmachinemigration.banlieue.io/")
+		if err != nil || !ok || !strings.HasSuffix(out, " created\n") {
+			t.Fatalf("%v: %q, %v", tc.args, out, err)
+		}
+		var m banlieuev1.VirtualMachineMigration
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: strings.TrimSuffix(name, " created")}, &m); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		target := ptr.Deref(m.Spec.TargetProvider, banlieuev1.MigrationProviderReference{})
+		if m.Spec.VMName != "web-01" || !strings.HasPrefix(m.Name, "web-01-") || target.Namespace != tc.wantNamespace || target.Name != tc.wantName {
+			t.Errorf("%v: created %s with spec %+v", tc.args, m.Name, m.Spec)
+		}
+	}
+	if _, err := run("migrate", "web-01", "--to", "a/b/c"); err == nil || !strings.Contains(err.Error(), `--to "a/b/c"`) {
+		t.Errorf("migrate --to a/b/c: %v, want refused naming --to", err)
 	}
 
 	if _, err := run("cordon", "absent"); err == nil || !strings.Contains(err.Error(), "cordon cordon/absent") ||

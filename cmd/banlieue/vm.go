@@ -119,7 +119,7 @@ func rawTerminal(f *os.File) (func(), error) {
 }
 
 // newPluginCommand is the kubectl plugin's root: `kubectl banlieue
-// start|stop|restart|console|addresses` on VMs and `cordon|uncordon|drain` on Providers.
+// start|stop|restart|console|addresses|migrate` on VMs and `cordon|uncordon|drain` on Providers.
 func newPluginCommand() *cobra.Command {
 	u := &userFlags{}
 	root := &cobra.Command{
@@ -142,6 +142,7 @@ func newPluginCommand() *cobra.Command {
 		providerCommand(u, "cordon", "Place no new VM on the Provider; its VMs stay (spec.unschedulable: true)", cordonPatch(true)),
 		providerCommand(u, "uncordon", "Place VMs on the Provider again, ending any drain (spec.unschedulable and spec.drain removed)", cordonPatch(false)),
 		newDrainCommand(u),
+		newMigrateCommand(u),
 	)
 	return root
 }

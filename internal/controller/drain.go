@@ -38,6 +38,9 @@ func unmovable(vm *banlieuev1.VirtualMachine) (reason, message string) {
 	case vm.Spec.MigrationPolicy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] != "true":
 		return banlieuev1.ReasonDrainAwaitingApproval, fmt.Sprintf("migrationPolicy manual: annotate the VM %s=true to let the drain "+
 			"recreate it on another host from its image (its disk is not carried)", banlieuev1.AnnotationMigrate)
+	case vm.Spec.MigrationPolicy == migrationLive:
+		return banlieuev1.ReasonDrainLiveOnly, "migrationPolicy live: the drain does not create live migrations yet and " +
+			"must not recreate the VM; create a VirtualMachineMigration for it, or set migrationPolicy liveOrRecreate"
 	case !movable(vm.Spec.MigrationPolicy):
 		return banlieuev1.ReasonDrainMigrationNever, "migrationPolicy never: banlieue does not carry a VM's disk to another host, " +
 			"so moving it would lose its data; stop and move its data yourself, or set migrationPolicy recreate to recreate it " +
@@ -47,9 +50,15 @@ func unmovable(vm *banlieuev1.VirtualMachine) (reason, message string) {
 }
 
 // movable reports whether a migrationPolicy lets banlieue recreate the VM elsewhere (manual
-// only with the approval unmovable checks).
+// only with the approval unmovable checks). liveOrRecreate recreates until the drain and a
+// changed placement move VMs live (docs/guides/libvirt-provider.md, "Live migration").
 func movable(policy string) bool {
-	return policy == migrationRecreate || policy == migrationAutomatic || policy == migrationManual
+	return recreates(policy) || policy == migrationManual
+}
+
+// recreates reports whether a migrationPolicy recreates the VM elsewhere without approval.
+func recreates(policy string) bool {
+	return policy == migrationRecreate || policy == migrationAutomatic || policy == migrationLiveOrRecreate
 }
 
 // planDrain is the drain's next status for Provider p from the VMs placed on it, at now; nil

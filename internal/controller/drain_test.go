@@ -72,6 +72,13 @@ func TestPlanDrain(t *testing.T) {
 		wantMoving  []string
 		wantBlocked []string
 	}{
+		{
+			name: "liveOrRecreate is recreated; live is listed, never recreated",
+			max:  4, now: drainT0,
+			vms:        []banlieuev1.VirtualMachine{drainVM("t", "a", "live"), drainVM("t", "b", "liveOrRecreate")},
+			phase:      banlieuev1.DrainDraining,
+			wantMoving: []string{"t/b:"}, wantBlocked: []string{"t/a:MigrationPolicyLive"},
+		},
 		{name: "empty host is drained at once", max: 1, now: drainT0, phase: banlieuev1.DrainDrained, wantMoving: []string{}, wantBlocked: []string{}},
 		{
 			name: "slots go in name order; policies that forbid a move are listed",

@@ -74,6 +74,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
 		t.Run("m capacity: too large, spread, cordon", func(t *testing.T) { t.Parallel(); s.testCapacity(ctx, t) })
 		t.Run("o a drain moves what may move and lists the rest", func(t *testing.T) { t.Parallel(); s.testDrain(ctx, t) })
+		t.Run("p a live migration is validated, placed and handed to the provider", func(t *testing.T) { t.Parallel(); s.testLiveMigration(ctx, t) })
 		t.Run("n a retired Provider's image rows are removed", func(t *testing.T) { t.Parallel(); s.testRetiredRows(ctx, t) })
 		t.Run("l one event per transition, none for a pass that changes nothing", func(t *testing.T) { t.Parallel(); s.testEvents(ctx, t) })
 		t.Run("m a VM created powered off reads Stopped; suspended, Suspended", func(t *testing.T) { t.Parallel(); s.testPowerPhases(ctx, t) })

@@ -13,6 +13,11 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/status;virtualmachinepools/status;virtualmachineclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachines/finalizers;virtualmachinepools/finalizers;virtualmachineclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
+// VirtualMachineMigrations are read, their finalizer patched and their status written; the
+// controller never creates them (users do). LibvirtMachines' spec.migration is patched with the rest.
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status;providers/status,verbs=get;update;patch

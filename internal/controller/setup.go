@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 )
@@ -61,6 +62,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return []string{o.(*banlieuev1.VirtualMachine).Spec.ClassRef.Name}
 		}},
 		{&banlieuev1.VirtualMachine{}, placedOnIndex, placedOnKey},
+		{&banlieuev1.VirtualMachineMigration{}, migrationVMIndex, func(o client.Object) []string {
+			return []string{o.(*banlieuev1.VirtualMachineMigration).Spec.VMName}
+		}},
 	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
@@ -135,6 +139,22 @@ func Setup(mgr manager.Manager, opts Options) error {
 		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(&providerPlacementReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("banlieue-controller"), namespace: opts.Namespace}); err != nil {
 		return fmt.Errorf("creating provider-placement controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("virtualmachinemigration").
+		For(&banlieuev1.VirtualMachineMigration{}, inScope).
+		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope).
+		Watches(&infrav1.LibvirtMachine{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope).
+		Watches(&banlieuev1.VirtualMachineMigration{}, handler.EnqueueRequestsFromMapFunc(migrationsOfVM(mgr.GetClient())), inScope,
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				// Only an end (or a deletion) can free the VM for a waiting migration.
+				o, n := e.ObjectOld.(*banlieuev1.VirtualMachineMigration), e.ObjectNew.(*banlieuev1.VirtualMachineMigration)
+				return o.Status.Phase != n.Status.Phase || !n.DeletionTimestamp.IsZero()
+			}})).
+		WithOptions(app.ControllerOptions(opts.Workers)).
+		Complete(&migrationReconciler{client: mgr.GetClient(), vms: &virtualMachineReconciler{client: mgr.GetClient(),
+			apiReader: mgr.GetAPIReader()}}); err != nil {
+		return fmt.Errorf("creating virtualmachinemigration controller: %w", err)
 	}
 	if err := setupCAPIPlacement(mgr); err != nil {
 		return fmt.Errorf("setting up the Cluster API machine placement: %w", err)

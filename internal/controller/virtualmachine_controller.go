@@ -29,6 +29,10 @@ const (
 	// migrationAutomatic is the former name of migrationRecreate.
 	migrationAutomatic = "automatic"
 	migrationManual    = "manual"
+	// migrationLive lets a VirtualMachineMigration move the VM live and nothing recreate it.
+	migrationLive = "live"
+	// migrationLiveOrRecreate moves live, and recreates where a live move is impossible.
+	migrationLiveOrRecreate = "liveOrRecreate"
 )
 
 // virtualMachineReconciler turns a VirtualMachine into its backend's machine (docs/guides/libvirt-provider.md, "7. Run a VM").
@@ -410,7 +414,7 @@ func (r *virtualMachineReconciler) drifted(ctx context.Context, vm *banlieuev1.V
 	status *banlieuev1.VirtualMachineStatus, kind infraKind, existing client.Object, drift string,
 	next banlieuev1.ScheduledPlacement) error {
 	policy := vm.Spec.MigrationPolicy
-	recreate := policy == migrationRecreate || policy == migrationAutomatic
+	recreate := recreates(policy)
 	approved := recreate || (policy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] == "true")
 	if movable(policy) {
 		msg := fmt.Sprintf("placement changed (%s): %s %s is on Provider %s, failure domain %s; the scheduler now picks Provider %s, failure domain %s",

@@ -99,7 +99,7 @@ func testExamplesApply(t *testing.T, env *testenv.Env) {
 
 func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	for _, doc := range []string{validProvider, validProviderClass, validVMImage, validVMClass,
-		validVirtualMachine, validLibvirtMachine, validPool, validClaim} {
+		validVirtualMachine, validLibvirtMachine, validPool, validClaim, validMigration} {
 		obj := parse(doc)
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("valid %s rejected: %v", obj.GetKind(), err)
@@ -131,6 +131,13 @@ func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	pool := parse(validPool)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
 		t.Fatal(err)
+	}
+	mig := parse(validMigration)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mig), mig); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedInt64(mig.Object, "spec", "timeoutSeconds"); got != 600 {
+		t.Errorf("timeoutSeconds default: got %d, want 600", got)
 	}
 	if got, _, _ := unstructured.NestedInt64(pool.Object, "spec", "maxSurge"); got != 2 {
 		t.Errorf("maxSurge default: got %d, want 2", got)
@@ -298,6 +305,10 @@ func invalidCases() []invalidCase {
 		{"claim zero ttl", validClaim, setTo("spec.ttlSeconds", int64(0)), []string{"spec.ttlSeconds"}},
 		{"claim without subject", validClaim, setTo("spec.subject", nil), []string{"spec.subject: Required value"}},
 		{"claim without pool", validClaim, setTo("spec.poolRef", nil), []string{"spec.poolRef: Required value"}},
+		{"migration without vm", validMigration, setTo("spec.vmName", nil), []string{"spec.vmName: Required value"}},
+		{"migration timeout too short", validMigration, setTo("spec.timeoutSeconds", int64(5)), []string{"spec.timeoutSeconds"}},
+		{"migration timeout too long", validMigration, setTo("spec.timeoutSeconds", int64(86401)), []string{"spec.timeoutSeconds"}},
+		{"vm policy unknown", validVirtualMachine, setTo("spec.migrationPolicy", "teleport"), []string{"spec.migrationPolicy"}},
 	}
 }
 
@@ -339,6 +350,16 @@ func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
 		// inherit it (its domain, volumes, accepted boot volume) as its own.
 		{"machine moves to another provider", validLibvirtMachine, setTo("spec.providerRef.name", "other"),
 			[]string{"spec.providerRef", "providerRef is immutable"}},
+		{"migration names another vm", validMigration, setTo("spec.vmName", "other"),
+			[]string{"spec.vmName", "vmName is immutable"}},
+		{"migration changes target", validMigration, setTo("spec.targetProvider.name", "other"),
+			[]string{"targetProvider is immutable"}},
+		{"migration gains a target", validMigration, func(o *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(o.Object, "spec", "targetProvider")
+		}, []string{"targetProvider is immutable"}},
+		{"migration cancel undone", validMigration + "  cancel: true\n", func(o *unstructured.Unstructured) {
+			set(o, "spec.cancel", false)
+		}, []string{"cancel cannot be undone"}},
 		{"machine moves to a shared provider", validLibvirtMachine, setTo("spec.providerRef.namespace", "banlieue-system"),
 			[]string{"spec.providerRef", "providerRef is immutable"}},
 	}

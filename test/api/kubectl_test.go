@@ -63,8 +63,8 @@ func TestKubectlSurface(t *testing.T) {
 		for _, n := range foreignShortNames {
 			taken[n] = "KubeVirt or vm-operator"
 		}
-		if len(ours) != 12 {
-			t.Errorf("banlieue serves %d resources, want 12: %v", len(ours), ours)
+		if len(ours) != 13 {
+			t.Errorf("banlieue serves %d resources, want 13: %v", len(ours), ours)
 		}
 		for id, short := range ours {
 			if len(short) != 1 {

@@ -94,6 +94,14 @@ spec:
   readiness: InfrastructureReady
   template: {spec: {classRef: {name: cls}, imageRef: {name: img}}}
 `
+	validMigration = `
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachineMigration
+metadata: {name: mig, namespace: default}
+spec:
+  vmName: vm
+  targetProvider: {name: p}
+`
 	validClaim = `
 apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachineClaim

@@ -88,6 +88,17 @@ func TestTenantRoles(t *testing.T) {
 				Subject: banlieuev1.ClaimSubject{Issuer: "https://ci.example", ID: "job-1"}, TTLSeconds: 600}}
 		testenv.Allowed(t, "editor creates a VirtualMachineClaim", editor.Create(ctx, claim))
 		testenv.Allowed(t, "editor deletes the claim", editor.Delete(ctx, claim))
+		mig := &banlieuev1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "move-web"},
+			Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: vm.Name}}
+		testenv.Allowed(t, "editor creates a VirtualMachineMigration", editor.Create(ctx, mig))
+		testenv.Allowed(t, "editor lists VirtualMachineMigrations", editor.List(ctx, &banlieuev1.VirtualMachineMigrationList{}, client.InNamespace(team)))
+		testenv.Allowed(t, "editor cancels the migration", editor.Patch(ctx, mig, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))))
+		mig.Status.Phase = banlieuev1.MigrationSucceeded
+		testenv.Forbidden(t, "editor writes a migration's status", editor.Status().Update(ctx, mig))
+		testenv.Forbidden(t, "editor creates a VirtualMachineMigration in another namespace", editor.Create(ctx,
+			&banlieuev1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "move"},
+				Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: otherVM.Name}}, client.DryRunAll))
+		testenv.Allowed(t, "editor deletes the migration", editor.Delete(ctx, mig))
 		if !selfCan(ctx, t, editor, team, "banlieue.io", "virtualmachinepools", "scale", "update") {
 			t.Error("editor may not scale a pool (virtualmachinepools/scale update)")
 		}
@@ -114,6 +125,17 @@ func TestTenantRoles(t *testing.T) {
 		testenv.Allowed(t, "viewer lists VirtualMachinePools", viewer.List(ctx, &banlieuev1.VirtualMachinePoolList{}, client.InNamespace(team)))
 		testenv.Allowed(t, "viewer lists VirtualMachineClaims", viewer.List(ctx, &banlieuev1.VirtualMachineClaimList{}, client.InNamespace(team)))
 		testenv.Forbidden(t, "viewer creates a VirtualMachine", viewer.Create(ctx, tenantVM(team, "mine"), client.DryRunAll))
+		mig := &banlieuev1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "move-db"},
+			Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: vm.Name}}
+		if err := c.admin.Create(ctx, mig); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Allowed(t, "viewer gets a VirtualMachineMigration", viewer.Get(ctx, client.ObjectKeyFromObject(mig), &banlieuev1.VirtualMachineMigration{}))
+		testenv.Allowed(t, "viewer lists VirtualMachineMigrations", viewer.List(ctx, &banlieuev1.VirtualMachineMigrationList{}, client.InNamespace(team)))
+		testenv.Forbidden(t, "viewer creates a VirtualMachineMigration", viewer.Create(ctx, &banlieuev1.VirtualMachineMigration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "mine"}, Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: vm.Name}}, client.DryRunAll))
+		testenv.Forbidden(t, "viewer cancels a migration", viewer.Patch(ctx, mig, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))))
+		testenv.Forbidden(t, "viewer deletes a migration", viewer.Delete(ctx, mig, client.DryRunAll))
 		testenv.Forbidden(t, "viewer labels a VirtualMachine", viewer.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))))
 		testenv.Forbidden(t, "viewer deletes a VirtualMachine", viewer.Delete(ctx, vm, client.DryRunAll))
 		if selfCan(ctx, t, viewer, team, "banlieue.io", "virtualmachinepools", "scale", "update") {

@@ -154,6 +154,66 @@ type LibvirtMachineSpec struct {
 	// nextRestartTime asks for one restart when it is later than status.lastRestartTime.
 	// +optional
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+	// migration asks the provider to move the running domain live to another Provider's host;
+	// banlieue-controller writes it for a VirtualMachineMigration, and sets abort (timeout,
+	// cancel, the VM deleted) or removes it once the migration is final. The provider serves it
+	// in a following change (docs/guides/libvirt-provider.md, "Live migration"); until then
+	// a migration stays PreparingTarget until its timeout.
+	// +optional
+	Migration *LibvirtMachineMigration `json:"migration,omitempty"`
+}
+
+// LibvirtMachineMigration is the controller's request for one live move of the machine.
+type LibvirtMachineMigration struct {
+	// migrationName is the VirtualMachineMigration, in the machine's namespace, the move is for;
+	// the provider reports its progress under the same name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	MigrationName string `json:"migrationName"`
+	// targetProvider is the Provider whose host receives the domain.
+	TargetProvider ProviderReference `json:"targetProvider"`
+	// targetFailureDomain is the failure domain the scheduler chose on the target Provider.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	TargetFailureDomain string `json:"targetFailureDomain,omitempty"`
+	// abort asks the provider to abort the move (DOMAIN_ABORT_JOB on the source) and leave the
+	// domain running on its source.
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+}
+
+// LibvirtMachineMigrationPhase is the provider's progress of a move.
+// +kubebuilder:validation:Enum=PreparingTarget;Migrating;Succeeded;Failed;Aborted
+type LibvirtMachineMigrationPhase string
+
+// Provider-side migration phases.
+const (
+	MachineMigrationPreparingTarget LibvirtMachineMigrationPhase = "PreparingTarget"
+	MachineMigrationMigrating       LibvirtMachineMigrationPhase = "Migrating"
+	MachineMigrationSucceeded       LibvirtMachineMigrationPhase = "Succeeded"
+	MachineMigrationFailed          LibvirtMachineMigrationPhase = "Failed"
+	MachineMigrationAborted         LibvirtMachineMigrationPhase = "Aborted"
+)
+
+// LibvirtMachineMigrationStatus is the provider's report of the move spec.migration asks for.
+type LibvirtMachineMigrationStatus struct {
+	// migrationName is the spec.migration.migrationName this report is for.
+	// +kubebuilder:validation:MaxLength=253
+	MigrationName string `json:"migrationName"`
+	// phase of the move on the hosts.
+	Phase LibvirtMachineMigrationPhase `json:"phase"`
+	// message says, for Failed, which step failed and the host's error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// downtimeMilliseconds the guest was paused, read from the destination's completed job.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DowntimeMilliseconds *int64 `json:"downtimeMilliseconds,omitempty"`
+	// totalMilliseconds the move took, read from the destination's completed job.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TotalMilliseconds *int64 `json:"totalMilliseconds,omitempty"`
 }
 
 // BootSource is the volume the OS disk comes from.
@@ -321,6 +381,10 @@ type LibvirtMachineStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// migration is the provider's report of the live move spec.migration asks for, served in a
+	// following change (docs/guides/libvirt-provider.md, "Live migration").
+	// +optional
+	Migration *LibvirtMachineMigrationStatus `json:"migration,omitempty"`
 }
 
 // LibvirtMachine is one libvirt domain, realised by the libvirt provider. The API server selects
