@@ -46,7 +46,7 @@ func TestPluginCommands(t *testing.T) {
 	for _, c := range newPluginCommand().Commands() {
 		names = append(names, c.Name())
 	}
-	want := []string{"addresses", "console", "cordon", "drain", "restart", "start", "stop", "uncordon"}
+	want := []string{"addresses", "console", "cordon", "drain", "migrate", "restart", "start", "stop", "uncordon"}
 	if len(names) != len(want) {
 		t.Fatalf("plugin commands %v, want %v", names, want)
 	}
