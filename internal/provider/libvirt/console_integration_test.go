@@ -242,10 +242,20 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	})
 
 	t.Run("the provider accepts only the relay's token for its own audience", func(t *testing.T) {
-		p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Namespace: provider.Namespace, Name: provider.Name}}
+		// The Provider as stored: its status.consoleKeys lists the endpoint's key, so the relay
+		// reaches the provider, which then judges the token.
+		p := &banlieuev1.Provider{}
+		if err := env.Client.Get(ctx, provider, p); err != nil {
+			t.Fatal(err)
+		}
 		var machine infrav1.LibvirtMachine
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), &machine); err != nil {
 			t.Fatal(err)
+		}
+		unpinned := p.DeepCopy()
+		unpinned.Status.ConsoleKeys = nil
+		if _, err := relay.Dial(ctx, unpinned, &machine, false); err == nil || !strings.Contains(err.Error(), "publishes no console key") {
+			t.Errorf("dialling for a Provider that publishes no key: %v, want the relay's refusal before the token is sent", err)
 		}
 		other := types.NamespacedName{Namespace: "team-b", Name: "lab"}
 		for name, tokens := range map[string]console.TokenSource{
