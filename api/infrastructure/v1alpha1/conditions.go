@@ -76,6 +76,18 @@ const (
 // FinalizerVSphereMachine holds a VSphereMachine until its virtual machine is gone from vCenter.
 const FinalizerVSphereMachine = "banlieue.io/vspheremachine"
 
+// ConditionDisksGrown is on a LibvirtMachine only while a disk could not be grown to its
+// spec.disks[].sizeGiB; the domain keeps running with the disk at its old size.
+const ConditionDisksGrown = "DisksGrown"
+
+// DisksGrown reasons.
+const (
+	// ReasonDiskGrowUnsupported: the host cannot grow the disk (its pool type cannot resize a
+	// volume, or QEMU cannot resize the disk live); the message names the disk, the sizes and
+	// libvirtd's answer. The provider asks again only when the spec changes.
+	ReasonDiskGrowUnsupported = "DiskGrowUnsupported"
+)
+
 // FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
 // host.
 const FinalizerLibvirtMachine = "banlieue.io/libvirtmachine"
