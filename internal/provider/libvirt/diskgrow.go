@@ -54,6 +54,17 @@ func diskSizesAfter(disks []infrav1.LibvirtDisk, recorded []infrav1.DiskSize, re
 	return out
 }
 
+// refusalStands returns the DisksGrown refusal recorded for the machine's current spec: it
+// stands until the spec changes, since asking the host again on every pass would only be
+// refused again. Pure.
+func refusalStands(m *infrav1.LibvirtMachine) (string, bool) {
+	prev := meta.FindStatusCondition(m.Status.Conditions, infrav1.ConditionDisksGrown)
+	if prev != nil && prev.Reason == infrav1.ReasonDiskGrowUnsupported && prev.ObservedGeneration == m.Generation {
+		return prev.Message, true
+	}
+	return "", false
+}
+
 // growOutcome is what growDisks did: the record to write, and the refusals of a host that
 // cannot grow a disk (the DisksGrown condition's message), empty when there were none.
 type growOutcome struct {
@@ -75,11 +86,8 @@ func growDisks(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine
 		_, ok := found[diskVolume(s.DomainName, name)]
 		return ok
 	})
-	// A refusal stands until the spec changes: asking again on every pass would only be
-	// refused again.
-	if prev := meta.FindStatusCondition(m.Status.Conditions, infrav1.ConditionDisksGrown); prev != nil &&
-		prev.Reason == infrav1.ReasonDiskGrowUnsupported && prev.ObservedGeneration == m.Generation {
-		return growOutcome{sizes: m.Status.DiskSizes, refusal: prev.Message}, nil
+	if msg, ok := refusalStands(m); ok {
+		return growOutcome{sizes: m.Status.DiskSizes, refusal: msg}, nil
 	}
 	refused := map[string]bool{}
 	var refusals []string

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -80,5 +82,31 @@ func TestIsUnsupported(t *testing.T) {
 		if got := libvirt.IsUnsupported(tc.err); got != tc.want {
 			t.Errorf("IsUnsupported(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestRefusalStands(t *testing.T) {
+	refused := func(gen int64) metav1.Condition {
+		return metav1.Condition{Type: infrav1.ConditionDisksGrown, Status: metav1.ConditionFalse, Reason: infrav1.ReasonDiskGrowUnsupported,
+			Message: "the host cannot grow spec.disks[0] (os)", ObservedGeneration: gen}
+	}
+	for _, tc := range []struct {
+		name       string
+		generation int64
+		conditions []metav1.Condition
+		want       bool
+	}{
+		{"no refusal", 3, nil, false},
+		{"refused for this spec: not asked again", 3, []metav1.Condition{refused(3)}, true},
+		{"refused for an earlier spec: asked again", 4, []metav1.Condition{refused(3)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &infrav1.LibvirtMachine{}
+			m.Generation, m.Status.Conditions = tc.generation, tc.conditions
+			msg, got := refusalStands(m)
+			if got != tc.want || got && msg != "the host cannot grow spec.disks[0] (os)" {
+				t.Errorf("refusalStands = %q, %v; want %v", msg, got, tc.want)
+			}
+		})
 	}
 }
