@@ -324,7 +324,8 @@ type VirtualMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=16384
 	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating,
+	// and DisksGrown while a disk could not be grown.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
