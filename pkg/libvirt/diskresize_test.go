@@ -158,7 +158,11 @@ func TestLabDomainBlockResize(t *testing.T) {
 	if info, err := c.StorageVolGetInfo(ctx, disk); err != nil || info.Capacity != 16<<20 {
 		t.Fatalf("the volume after the live resize: %+v, %v; want 16 MiB", info, err)
 	}
-	if _, err := c.DomainGetBlockInfo(ctx, running, "vdz"); err == nil {
-		t.Fatal("DomainGetBlockInfo of a disk the domain lacks succeeded")
+	// A disk the running domain lacks (a volume defined for its next boot) is refused as an
+	// invalid argument, which tells it from a failure.
+	_, err = c.DomainGetBlockInfo(ctx, running, "/no/such/disk.qcow2")
+	var le *Error
+	if !asError(err, &le) || le.Code != ErrInvalidArg {
+		t.Fatalf("DomainGetBlockInfo of a disk the domain lacks: %v, want libvirt error code %d", err, ErrInvalidArg)
 	}
 }

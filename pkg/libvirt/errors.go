@@ -49,6 +49,10 @@ const (
 	ErrOperationFailed  = 9
 )
 
+// ErrInvalidArg (VIR_ERR_INVALID_ARG) is, among others, libvirtd's answer to a domain disk call
+// naming a disk the running domain does not have.
+const ErrInvalidArg = 8
+
 // ErrOperationTimeout (VIR_ERR_OPERATION_TIMEOUT) is libvirtd giving up waiting for another job
 // on the same object: "cannot acquire state change lock".
 const ErrOperationTimeout = 68

@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,17 +111,28 @@ func growDisks(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine
 	return out, nil
 }
 
+// notAttached says libvirtd refused a disk call because the running domain has no disk of that
+// path.
+func notAttached(err error) bool {
+	var e *libvirt.Error
+	return errors.As(err, &e) && e.Code == libvirt.ErrInvalidArg
+}
+
 // growDisk makes vol at least size bytes, live through the domain while it runs.
 func growDisk(ctx context.Context, c *libvirt.Client, vol libvirt.StorageVol, dom libvirt.Domain, running bool, size uint64) error {
 	if running {
 		info, err := c.DomainGetBlockInfo(ctx, dom, vol.Key)
-		if err != nil {
+		switch {
+		case notAttached(err):
+			// A disk added to the definition while the domain runs is attached at its next
+			// boot: QEMU does not hold it, and the pool grows it.
+		case err != nil:
 			return err
-		}
-		if info.Capacity >= size {
+		case info.Capacity >= size:
 			return nil
+		default:
+			return c.DomainBlockResize(ctx, dom, vol.Key, size, libvirt.BlockResizeBytes)
 		}
-		return c.DomainBlockResize(ctx, dom, vol.Key, size, libvirt.BlockResizeBytes)
 	}
 	info, err := c.StorageVolGetInfo(ctx, vol)
 	if err != nil {

@@ -26,8 +26,8 @@ func (s *machineSuite) testDiskGrow(ctx context.Context, t *testing.T) {
 	s.env.Create(ctx, t, m)
 	t.Cleanup(func() { s.deleteAndWait(context.Background(), t, m) })
 	key := client.ObjectKeyFromObject(m)
-	sizes := func(os, data int32) func(*infrav1.LibvirtMachine) bool {
-		want := []infrav1.DiskSize{{Name: "os", SizeGiB: os}, {Name: "data", SizeGiB: data}}
+	sizes := func(os, data int32, more ...infrav1.DiskSize) func(*infrav1.LibvirtMachine) bool {
+		want := append([]infrav1.DiskSize{{Name: "os", SizeGiB: os}, {Name: "data", SizeGiB: data}}, more...)
 		return func(m *infrav1.LibvirtMachine) bool {
 			return m.Status.ObservedGeneration == m.Generation && slices.Equal(m.Status.DiskSizes, want)
 		}
@@ -76,6 +76,23 @@ func (s *machineSuite) testDiskGrow(ctx context.Context, t *testing.T) {
 		t.Errorf("domain %+v (%v) after the live growth, was %+v: it must run on, unrestarted; Ready %+v", now, err, dom,
 			meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionReady))
 	}
+
+	// A disk added while the domain runs is in its definition only, attached at the next boot:
+	// raised before that, it grows through the pool, QEMU not holding it.
+	update(func(m *infrav1.LibvirtMachine) {
+		m.Spec.Disks = append(m.Spec.Disks, infrav1.LibvirtDisk{Name: "extra", SizeGiB: 1})
+	})
+	s.waitMachine(ctx, t, key, 30*time.Second, sizes(1, 2, infrav1.DiskSize{Name: "extra", SizeGiB: 1}))
+	update(func(m *infrav1.LibvirtMachine) { m.Spec.Disks[2].SizeGiB = 2 })
+	got = s.waitMachine(ctx, t, key, 30*time.Second, sizes(1, 2, infrav1.DiskSize{Name: "extra", SizeGiB: 2}))
+	if info, err := s.host.StorageVolGetInfo(ctx, vol("extra")); err != nil || info.Capacity != 2<<30 {
+		t.Errorf("the data disk added while running: %+v, %v; want capacity 2 GiB", info, err)
+	}
+	if now, err := s.host.DomainLookupByName(ctx, dom.Name); err != nil || now.ID != dom.ID || !machineReady(got) {
+		t.Errorf("domain %+v (%v) after growing a disk it does not run with yet, was %+v", now, err, dom)
+	}
+	update(func(m *infrav1.LibvirtMachine) { m.Spec.Disks = m.Spec.Disks[:2] })
+	s.waitMachine(ctx, t, key, 30*time.Second, sizes(1, 2))
 
 	// Off: the OS overlay grows through the pool.
 	update(func(m *infrav1.LibvirtMachine) {
