@@ -17,6 +17,9 @@ const (
 	ConditionInfrastructureReady = "InfrastructureReady"
 	// ConditionGuestReady says whether the guest announced itself (cloud-init phoned home).
 	ConditionGuestReady = "GuestReady"
+	// ConditionDisksGrown is on a VirtualMachine and its machine only while a disk could not
+	// be grown to its size; its reasons are the backend's.
+	ConditionDisksGrown = "DisksGrown"
 	// ConditionProviderReachable says whether the provider could connect to its host.
 	ConditionProviderReachable = "ProviderReachable"
 	// ConditionBound says whether a VirtualMachineClaim holds a pool member.

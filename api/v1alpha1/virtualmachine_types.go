@@ -197,10 +197,11 @@ type DiskOverride struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	Name string `json:"name"`
-	// sizeGiB of the disk; it must not shrink once set.
+	// sizeGiB of the disk; it may grow but must not shrink once set. A larger size grows the
+	// VM's disk, live while it runs.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
-	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="hardwareOverride.diskOverrides[].sizeGiB must not shrink"
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="hardwareOverride.diskOverrides[].sizeGiB must not shrink: shrinking a disk is refused, as it would lose the data past the new size"
 	SizeGiB int32 `json:"sizeGiB"`
 }
 
@@ -323,7 +324,8 @@ type VirtualMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=16384
 	TPMEndorsementCertificates []string `json:"tpmEndorsementCertificates,omitempty"`
-	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating.
+	// conditions: Ready, Scheduled, PlacementValid, InfrastructureReady, GuestReady, Migrating,
+	// and DisksGrown while a disk could not be grown.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

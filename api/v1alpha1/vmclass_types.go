@@ -57,9 +57,11 @@ type ClassDisk struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
 	Name string `json:"name"`
-	// sizeGiB of the disk.
+	// sizeGiB of the disk; it may grow but never shrink. A larger size grows the disk of every
+	// VM of the class that does not override it, live while the VM runs.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="hardware.disks[].sizeGiB must not shrink: shrinking a disk is refused, as it would lose the data past the new size"
 	SizeGiB int32 `json:"sizeGiB"`
 	// storageClass the disk is placed in; it must be offered by the failure domain.
 	// +kubebuilder:validation:MinLength=1

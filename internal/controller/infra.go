@@ -29,8 +29,10 @@ type buildInput struct {
 // infraView is what the mirror reads of any backend's machine (docs/guides/libvirt-provider.md, "Who does what"), so mirroring does
 // not depend on a backend's types.
 type infraView struct {
-	Ready          *metav1.Condition
-	GuestReady     *metav1.Condition
+	Ready      *metav1.Condition
+	GuestReady *metav1.Condition
+	// DisksGrown is the machine's refusal to grow a disk, nil when there is none.
+	DisksGrown     *metav1.Condition
 	Initialization *banlieuev1.InitializationStatus
 	Addresses      []banlieuev1.MachineAddress
 	PowerState     banlieuev1.PowerState

@@ -83,6 +83,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 			s.testVSphere(ctx, t)
 		})
 		t.Run("q an image a vsphere Provider cannot clone is refused by field", func(t *testing.T) { t.Parallel(); s.testVSphereImageRefused(ctx, t) })
+		t.Run("r a raised disk size reaches the machine; a smaller one is refused", func(t *testing.T) { t.Parallel(); s.testDiskSizes(ctx, t) })
 		t.Run("j an image-row message as long as the CRD admits reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
 			s.testHugeConditionMessage(ctx, t)

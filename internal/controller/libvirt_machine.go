@@ -202,6 +202,7 @@ func libvirtView(m *infrav1.LibvirtMachine) infraView {
 	return infraView{
 		Ready:           meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady),
 		GuestReady:      meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionGuestReady),
+		DisksGrown:      meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionDisksGrown),
 		Initialization:  m.Status.Initialization,
 		Addresses:       m.Status.Addresses,
 		PowerState:      m.Status.ObservedPowerState,

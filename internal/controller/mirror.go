@@ -32,6 +32,15 @@ func mirror(status *banlieuev1.VirtualMachineStatus, infra infraView, generation
 		banlieuev1.SetCondition(&status.Conditions, generation, metav1.Condition{Type: banlieuev1.ConditionGuestReady, Status: g.Status, Reason: g.Reason, Message: g.Message})
 	}
 
+	// DisksGrown, like GuestReady, is there only while the machine reports it: a host that
+	// cannot grow a disk says so on the VM whose size was raised.
+	if infra.DisksGrown == nil {
+		meta.RemoveStatusCondition(&status.Conditions, banlieuev1.ConditionDisksGrown)
+	} else {
+		d := *infra.DisksGrown
+		banlieuev1.SetCondition(&status.Conditions, generation, metav1.Condition{Type: banlieuev1.ConditionDisksGrown, Status: d.Status, Reason: d.Reason, Message: d.Message})
+	}
+
 	setAggregateReady(status, generation)
 	status.ObservedGeneration = generation
 }

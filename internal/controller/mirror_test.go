@@ -142,3 +142,25 @@ func TestMirrorKeepsTransitionTimeWhenUnchanged(t *testing.T) {
 		t.Errorf("a repeated mirror changed the status:\n%+v\n%+v", before, status)
 	}
 }
+
+// A machine's refusal to grow a disk reaches the VM whose size was raised, beside a Ready the
+// refusal leaves alone, and goes with the machine's.
+func TestMirrorDisksGrown(t *testing.T) {
+	status := &banlieuev1.VirtualMachineStatus{Conditions: []metav1.Condition{
+		{Type: banlieuev1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: banlieuev1.ReasonScheduled}}}
+	ready := &metav1.Condition{Type: banlieuev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DomainRunning"}
+	refused := &metav1.Condition{Type: banlieuev1.ConditionDisksGrown, Status: metav1.ConditionFalse, Reason: "DiskGrowUnsupported",
+		Message: "the host cannot grow spec.disks[0] (os): …; the disk keeps its size"}
+	mirror(status, infraView{Ready: ready, DisksGrown: refused}, 3)
+	d := meta.FindStatusCondition(status.Conditions, banlieuev1.ConditionDisksGrown)
+	if d == nil || d.Status != metav1.ConditionFalse || d.Reason != refused.Reason || d.Message != refused.Message || d.ObservedGeneration != 3 {
+		t.Fatalf("DisksGrown = %+v, want the machine's refusal for generation 3", d)
+	}
+	if r := meta.FindStatusCondition(status.Conditions, banlieuev1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True: the VM runs on", r)
+	}
+	mirror(status, infraView{Ready: ready}, 3)
+	if d := meta.FindStatusCondition(status.Conditions, banlieuev1.ConditionDisksGrown); d != nil {
+		t.Errorf("DisksGrown = %+v after the machine's went, want it gone", d)
+	}
+}

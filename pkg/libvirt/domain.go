@@ -141,3 +141,42 @@ func (c *Client) DomainAgentCommand(ctx context.Context, dom Domain, cmd string,
 	}, func(d *xdr.Decoder) { res = d.OptString(maxString) })
 	return deref(res), err
 }
+
+// DomainBlockResizeFlags is virDomainBlockResizeFlags.
+type DomainBlockResizeFlags uint32
+
+// BlockResizeBytes says the size is in bytes; without it libvirtd reads KiB.
+const BlockResizeBytes DomainBlockResizeFlags = 1 << 0
+
+// DomainBlockResize grows a running domain's disk, named by its target (vda) or source path,
+// to size: QEMU grows the image and the guest sees the new size at once.
+func (c *Client) DomainBlockResize(ctx context.Context, dom Domain, disk string, size uint64, flags DomainBlockResizeFlags) error {
+	return c.call(ctx, wire.ProgramRemote, procDomainBlockResize, func(e *xdr.Encoder) {
+		encodeDomain(e, dom)
+		e.String(disk)
+		e.Uint64(size)
+		e.Uint32(uint32(flags))
+	}, nil)
+}
+
+// BlockInfo is a domain disk's size: capacity is what the guest sees, allocation and physical
+// what the image takes on the host.
+type BlockInfo struct {
+	Capacity   uint64
+	Allocation uint64
+	Physical   uint64
+}
+
+// DomainGetBlockInfo reads the size of the domain's disk named by its target or source path;
+// of a running domain, as QEMU has it.
+func (c *Client) DomainGetBlockInfo(ctx context.Context, dom Domain, disk string) (BlockInfo, error) {
+	var info BlockInfo
+	err := c.call(ctx, wire.ProgramRemote, procDomainGetBlockInfo, func(e *xdr.Encoder) {
+		encodeDomain(e, dom)
+		e.String(disk)
+		e.Uint32(0)
+	}, func(d *xdr.Decoder) {
+		info.Allocation, info.Capacity, info.Physical = d.Uint64(), d.Uint64(), d.Uint64()
+	})
+	return info, err
+}

@@ -49,6 +49,10 @@ const (
 	ErrOperationFailed  = 9
 )
 
+// ErrInvalidArg (VIR_ERR_INVALID_ARG) is, among others, libvirtd's answer to a domain disk call
+// naming a disk the running domain does not have.
+const ErrInvalidArg = 8
+
 // ErrOperationTimeout (VIR_ERR_OPERATION_TIMEOUT) is libvirtd giving up waiting for another job
 // on the same object: "cannot acquire state change lock".
 const ErrOperationTimeout = 68
@@ -108,3 +112,17 @@ func (e *TimeoutError) Timeout() bool { return true }
 
 // Is makes every ConnError match ErrConnectionClosed: the connection it describes is gone.
 func (e *ConnError) Is(target error) bool { return target == ErrConnectionClosed }
+
+// virErrorNumber values of a request the host cannot serve: the driver or pool type lacks the
+// operation (VIR_ERR_NO_SUPPORT), or QEMU cannot do it for this device
+// (VIR_ERR_OPERATION_UNSUPPORTED).
+const (
+	ErrNoSupport            = 3
+	ErrOperationUnsupported = 84
+)
+
+// IsUnsupported reports whether err is libvirtd saying the host cannot do what was asked.
+func IsUnsupported(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.Code == ErrNoSupport || e.Code == ErrOperationUnsupported)
+}

@@ -88,7 +88,7 @@ func TestStorageRoundTrip(t *testing.T) {
 	if err != nil || len(vols) != 1 || vols[0] != vol {
 		t.Fatalf("StoragePoolListAllVolumes = %+v, %v", vols, err)
 	}
-	info, err := c.storageVolInfo(ctx, vol)
+	info, err := c.StorageVolGetInfo(ctx, vol)
 	if err != nil || info.Capacity != 1<<20 || info.Type != storageVolFile {
 		t.Fatalf("storageVolInfo = %+v, %v", info, err)
 	}

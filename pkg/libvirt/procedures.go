@@ -31,14 +31,18 @@ const (
 	procStorageVolCreateXML        procedure = 93
 	procStorageVolDelete           procedure = 94
 	procStorageVolLookupByName     procedure = 95
+	procStorageVolGetInfo          procedure = 98
 	procStorageVolGetXMLDesc       procedure = 99
 	procConnectGetLibVersion       procedure = 157
+	procDomainGetBlockInfo         procedure = 194
 	procDomainUpdateDeviceFlags    procedure = 174
 	procDomainCreateWithFlags      procedure = 196
 	procDomainOpenConsole          procedure = 201
 	procStorageVolUpload           procedure = 208
 	procStorageVolDownload         procedure = 209
 	procDomainGetState             procedure = 212
+	procDomainBlockResize          procedure = 251
+	procStorageVolResize           procedure = 260
 	procDomainUndefineFlags        procedure = 231
 	procDomainShutdownFlags        procedure = 258
 	procConnectListAllDomains      procedure = 273
@@ -102,14 +106,18 @@ var procedureNames = map[procedure]string{
 	procStorageVolCreateXML:        "STORAGE_VOL_CREATE_XML",
 	procStorageVolDelete:           "STORAGE_VOL_DELETE",
 	procStorageVolLookupByName:     "STORAGE_VOL_LOOKUP_BY_NAME",
+	procStorageVolGetInfo:          "STORAGE_VOL_GET_INFO",
 	procStorageVolGetXMLDesc:       "STORAGE_VOL_GET_XML_DESC",
 	procConnectGetLibVersion:       "CONNECT_GET_LIB_VERSION",
+	procDomainGetBlockInfo:         "DOMAIN_GET_BLOCK_INFO",
 	procDomainUpdateDeviceFlags:    "DOMAIN_UPDATE_DEVICE_FLAGS",
 	procDomainCreateWithFlags:      "DOMAIN_CREATE_WITH_FLAGS",
 	procDomainOpenConsole:          "DOMAIN_OPEN_CONSOLE",
 	procStorageVolUpload:           "STORAGE_VOL_UPLOAD",
 	procStorageVolDownload:         "STORAGE_VOL_DOWNLOAD",
 	procDomainGetState:             "DOMAIN_GET_STATE",
+	procDomainBlockResize:          "DOMAIN_BLOCK_RESIZE",
+	procStorageVolResize:           "STORAGE_VOL_RESIZE",
 	procDomainUndefineFlags:        "DOMAIN_UNDEFINE_FLAGS",
 	procDomainShutdownFlags:        "DOMAIN_SHUTDOWN_FLAGS",
 	procConnectListAllDomains:      "CONNECT_LIST_ALL_DOMAINS",

@@ -119,3 +119,44 @@ func (c *Client) StorageVolXMLDesc(ctx context.Context, v StorageVol, flags uint
 	}, func(d *xdr.Decoder) { s = d.String(maxString) })
 	return s, err
 }
+
+// StorageVolInfo is a volume's size as libvirtd reads it from the volume: capacity is the size
+// the guest sees, allocation what the file takes on the host.
+type StorageVolInfo struct {
+	Type       int32
+	Capacity   uint64
+	Allocation uint64
+}
+
+// StorageVolGetInfo reads the volume's type, capacity and allocation afresh.
+func (c *Client) StorageVolGetInfo(ctx context.Context, v StorageVol) (StorageVolInfo, error) {
+	var info StorageVolInfo
+	err := c.call(ctx, wire.ProgramRemote, procStorageVolGetInfo, func(e *xdr.Encoder) { encodeVol(e, v) },
+		func(d *xdr.Decoder) {
+			info = StorageVolInfo{Type: d.Int32(), Capacity: d.Uint64(), Allocation: d.Uint64()}
+		})
+	return info, err
+}
+
+// StorageVolResizeFlags is virStorageVolResizeFlags.
+type StorageVolResizeFlags uint32
+
+const (
+	// VolResizeAllocate allocates the new space rather than leaving it sparse.
+	VolResizeAllocate StorageVolResizeFlags = 1 << 0
+	// VolResizeDelta makes capacity an amount to add rather than the new size.
+	VolResizeDelta StorageVolResizeFlags = 1 << 1
+	// VolResizeShrink allows a smaller capacity; without it libvirtd refuses one.
+	VolResizeShrink StorageVolResizeFlags = 1 << 2
+)
+
+// StorageVolResize sets the volume's capacity in bytes. The volume must not be in use by a
+// running domain: QEMU holds its image lock, and a running guest's disk is grown with
+// DomainBlockResize instead.
+func (c *Client) StorageVolResize(ctx context.Context, v StorageVol, capacity uint64, flags StorageVolResizeFlags) error {
+	return c.call(ctx, wire.ProgramRemote, procStorageVolResize, func(e *xdr.Encoder) {
+		encodeVol(e, v)
+		e.Uint64(capacity)
+		e.Uint32(uint32(flags))
+	}, nil)
+}

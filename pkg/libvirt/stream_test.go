@@ -146,7 +146,7 @@ func TestUploadDownloadSparse(t *testing.T) {
 	if fileHash(t, vol.Key) != fileHash(t, src) {
 		t.Fatal("volume content differs from the source")
 	}
-	if info, err := c.storageVolInfo(ctx, vol); err != nil || info.Capacity != size {
+	if info, err := c.StorageVolGetInfo(ctx, vol); err != nil || info.Capacity != size {
 		t.Fatalf("storageVolInfo = %+v, %v", info, err)
 	}
 

@@ -17,7 +17,6 @@ const (
 	procNetworkDestroy        procedure = 42
 	procStoragePoolUndefine   procedure = 82
 	procStoragePoolGetXMLDesc procedure = 88
-	procStorageVolGetInfo     procedure = 98
 	procNetworkGetDHCPLeases  procedure = 341
 )
 
@@ -27,7 +26,6 @@ var testProcedureNames = map[procedure]string{
 	procNetworkDestroy:        "NETWORK_DESTROY",
 	procStoragePoolUndefine:   "STORAGE_POOL_UNDEFINE",
 	procStoragePoolGetXMLDesc: "STORAGE_POOL_GET_XML_DESC",
-	procStorageVolGetInfo:     "STORAGE_VOL_GET_INFO",
 	procNetworkGetDHCPLeases:  "NETWORK_GET_DHCP_LEASES",
 }
 
@@ -112,19 +110,3 @@ func (c *Client) storagePoolXMLDesc(ctx context.Context, p StoragePool) (string,
 
 // storageVolFile is VIR_STORAGE_VOL_FILE, the virStorageVolType of a file-backed volume.
 const storageVolFile = 0
-
-// storageVolInfo is virStorageVolInfo.
-type storageVolInfo struct {
-	Type       int32 // virStorageVolType
-	Capacity   uint64
-	Allocation uint64
-}
-
-// storageVolInfo returns the volume's type, capacity and host allocation.
-func (c *Client) storageVolInfo(ctx context.Context, v StorageVol) (storageVolInfo, error) {
-	var info storageVolInfo
-	err := c.call(ctx, wire.ProgramRemote, procStorageVolGetInfo, func(e *xdr.Encoder) { encodeVol(e, v) }, func(d *xdr.Decoder) {
-		info = storageVolInfo{Type: d.Int32(), Capacity: d.Uint64(), Allocation: d.Uint64()} // XDR char is 4 bytes
-	})
-	return info, err
-}

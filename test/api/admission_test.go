@@ -342,9 +342,11 @@ func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
 		want   []string
 	}{
 		{"vm disk override shrinks", validVirtualMachine, setTo("spec.hardwareOverride.diskOverrides[0].sizeGiB", int64(5)),
-			[]string{"spec.hardwareOverride.diskOverrides[0].sizeGiB", "hardwareOverride.diskOverrides[].sizeGiB must not shrink"}},
+			[]string{"spec.hardwareOverride.diskOverrides[0].sizeGiB", "hardwareOverride.diskOverrides[].sizeGiB must not shrink: shrinking a disk is refused"}},
 		{"machine disk shrinks", validLibvirtMachine, setTo("spec.disks[0].sizeGiB", int64(5)),
-			[]string{"spec.disks[0].sizeGiB", "disks[].sizeGiB must not shrink"}},
+			[]string{"spec.disks[0].sizeGiB", "disks[].sizeGiB must not shrink: shrinking a disk is refused"}},
+		{"class disk shrinks", validVMClass, setTo("spec.hardware.disks[0].sizeGiB", int64(5)),
+			[]string{"spec.hardware.disks[0].sizeGiB", "hardware.disks[].sizeGiB must not shrink: shrinking a disk is refused"}},
 		{"claim spec changes", validClaim, setTo("spec.ttlSeconds", int64(60)), []string{"spec", "spec is immutable"}},
 		// A machine's status was recorded on its Provider's host: another Provider must never
 		// inherit it (its domain, volumes, accepted boot volume) as its own.
@@ -382,14 +384,20 @@ func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
 			}
 		})
 	}
-	// Growing is allowed.
-	obj := parse(validLibvirtMachine)
-	obj.SetName("transition-grow")
-	if err := env.Client.Create(ctx, obj); err != nil {
-		t.Fatal(err)
-	}
-	set(obj, "spec.disks[0].sizeGiB", int64(20))
-	if err := env.Client.Update(ctx, obj); err != nil {
-		t.Errorf("growing a disk must be admitted: %v", err)
+	// Growing is allowed, on the machine, the VM's override and the class alike.
+	for _, g := range []struct{ base, field string }{
+		{validLibvirtMachine, "spec.disks[0].sizeGiB"},
+		{validVirtualMachine, "spec.hardwareOverride.diskOverrides[0].sizeGiB"},
+		{validVMClass, "spec.hardware.disks[0].sizeGiB"},
+	} {
+		obj := parse(g.base)
+		obj.SetName("transition-grow-" + strings.ToLower(obj.GetKind()))
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		set(obj, g.field, int64(40))
+		if err := env.Client.Update(ctx, obj); err != nil {
+			t.Errorf("growing %s %s must be admitted: %v", obj.GetKind(), g.field, err)
+		}
 	}
 }

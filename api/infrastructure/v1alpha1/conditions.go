@@ -1,7 +1,10 @@
 package v1alpha1
 
-// A LibvirtMachine carries the condition types of api/v1alpha1 (Ready and GuestReady), which the
-// controller mirrors onto the VM (docs/design/roles.md); these are the reasons it adds.
+import banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+
+// A LibvirtMachine carries the condition types of api/v1alpha1 (Ready, GuestReady and
+// DisksGrown), which the controller mirrors onto the VM (docs/design/roles.md); these are the
+// reasons it adds.
 
 // LibvirtMachine Ready reasons.
 const (
@@ -75,6 +78,19 @@ const (
 
 // FinalizerVSphereMachine holds a VSphereMachine until its virtual machine is gone from vCenter.
 const FinalizerVSphereMachine = "banlieue.io/vspheremachine"
+
+// ConditionDisksGrown is on a LibvirtMachine only while a disk could not be grown to its
+// spec.disks[].sizeGiB; the domain keeps running with the disk at its old size. The controller
+// mirrors it onto the VM.
+const ConditionDisksGrown = banlieuev1.ConditionDisksGrown
+
+// DisksGrown reasons.
+const (
+	// ReasonDiskGrowUnsupported: the host cannot grow the disk (its pool type cannot resize a
+	// volume, or QEMU cannot resize the disk live); the message names the disk, the sizes and
+	// libvirtd's answer. The provider asks again only when the spec changes.
+	ReasonDiskGrowUnsupported = "DiskGrowUnsupported"
+)
 
 // FinalizerLibvirtMachine holds a LibvirtMachine until its domain and volumes are gone from the
 // host.

@@ -245,10 +245,11 @@ type LibvirtDisk struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
 	Name string `json:"name"`
-	// sizeGiB of the disk; it never shrinks.
+	// sizeGiB of the disk; it may grow, never shrink. A larger size grows the volume, live while
+	// the domain runs.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
-	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="disks[].sizeGiB must not shrink"
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="disks[].sizeGiB must not shrink: shrinking a disk is refused, as it would lose the data past the new size"
 	SizeGiB int32 `json:"sizeGiB"`
 	// bus of the disk.
 	// +optional
@@ -361,6 +362,15 @@ type LibvirtMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=200
 	Volumes []string `json:"volumes,omitempty"`
+	// diskSizes are the sizes each disk of the machine is known to have, by disk name: the size
+	// it was created at or last grown to. A spec.disks[].sizeGiB above its entry makes the
+	// provider grow the disk: the volume while the domain is off, the guest's block device live
+	// while it runs (docs/guides/libvirt-provider.md, "Growing a disk").
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	DiskSizes []DiskSize `json:"diskSizes,omitempty"`
 	// bootVolume is the spec.bootSource.volume the provider last accepted for this machine:
 	// one a VMImage row of its Provider resolved to when the provider checked it, before it
 	// made or changed anything on the host. It stays granted while the row is not ready (a host
@@ -372,7 +382,7 @@ type LibvirtMachineStatus struct {
 	// tpmAttached is true when the domain has a vTPM.
 	// +optional
 	TPMAttached *bool `json:"tpmAttached,omitempty"`
-	// conditions: Ready and GuestReady.
+	// conditions: Ready and GuestReady, and DisksGrown while a disk could not be grown.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -385,6 +395,18 @@ type LibvirtMachineStatus struct {
 	// following change (docs/guides/libvirt-provider.md, "Live migration").
 	// +optional
 	Migration *LibvirtMachineMigrationStatus `json:"migration,omitempty"`
+}
+
+// DiskSize is the size one disk of the machine is known to have.
+type DiskSize struct {
+	// name of the disk in spec.disks.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	Name string `json:"name"`
+	// sizeGiB the disk has.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	SizeGiB int32 `json:"sizeGiB"`
 }
 
 // LibvirtMachine is one libvirt domain, realised by the libvirt provider. The API server selects

@@ -31,6 +31,8 @@ type observation struct {
 	mediaDetached bool
 	// power is what applyPower did and found.
 	power powerOutcome
+	// grow is what growDisks did.
+	grow growOutcome
 }
 
 // volumeRecord is the machine's record of its volumes (status.volumes), the proof that a volume
@@ -53,7 +55,7 @@ type volumeRecord struct {
 // this machine's own domain, and each of its volume names is free or recorded as its own.
 //
 // The phases run in order: checkSpec, claimNames, ensureDisks, defineDomain, applyPower,
-// observeGuest. Every error names the step that failed: the steps whose own messages already
+// growDisks, observeGuest. Every error names the step that failed: the steps whose own messages already
 // say it (and which the guides quote exactly) as they are, the others wrapped by inPhase.
 //
 // starts tells a start libvirtd lost (killed during DomainCreate) from one in flight. userData
@@ -80,6 +82,9 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 		return obs, err // names its step: "starting domain …", "… still starting up"
 	}
 	obs.state = obs.power.state
+	if obs.grow, err = growDisks(ctx, c, m, names.volumes, obs.domain, isRunning(obs.state)); err != nil {
+		return obs, err // names the disk: "growing spec.disks[i] …"
+	}
 	if err := observeGuest(ctx, c, m, &obs); err != nil {
 		return obs, err
 	}
@@ -315,8 +320,8 @@ func attaches(def *libvirtxml.Domain, path string) bool {
 }
 
 // ensureDisks creates the OS disk and data disks that do not exist yet and returns every disk's
-// host path. Existing volumes (found, all recorded as this machine's) are never resized or
-// recreated.
+// host path. Existing volumes (found, all recorded as this machine's) are never recreated;
+// growDisks grows them.
 func ensureDisks(ctx context.Context, c *libvirt.Client, pool libvirt.StoragePool, m *infrav1.LibvirtMachine,
 	boot libvirt.StorageVol, found map[string]libvirt.StorageVol, record volumeRecord) ([]string, error) {
 	s := &m.Spec

@@ -63,6 +63,7 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("joined names that collide: the second machine is refused", func(t *testing.T) { s.testJoinedNamesCollide(ctx, t) })
 	t.Run("volume names that collide: the second machine is refused", func(t *testing.T) { s.testVolumeNamesCollide(ctx, t) })
 	t.Run("a disk dropped from the spec goes with the machine", func(t *testing.T) { s.testDroppedDisk(ctx, t) })
+	t.Run("a raised disk size grows the disk, live while the domain runs", func(t *testing.T) { s.testDiskGrow(ctx, t) })
 	t.Run("a machine without userData gets a seed with both files", func(t *testing.T) { s.testSeedWithoutUserData(ctx, t) })
 	t.Run("audit lists domains whose machine is gone", func(t *testing.T) { s.testAudit(ctx, t) })
 	t.Run("a create libvirtd refuses leaves no record", func(t *testing.T) { s.testRefusedCreateLeavesNoRecord(ctx, t) })

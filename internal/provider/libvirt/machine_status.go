@@ -41,6 +41,12 @@ func succeededStatus(m *infrav1.LibvirtMachine, obs observation) infrav1.Libvirt
 		st.InstallMediaDetached = ptr.To(ptrTrue(m.Status.InstallMediaDetached) || obs.mediaDetached)
 	}
 	st.ObservedGeneration = m.Generation
+	st.DiskSizes = obs.grow.sizes
+	if obs.grow.refusal != "" {
+		setMachineCondition(&st, m, infrav1.ConditionDisksGrown, metav1.ConditionFalse, infrav1.ReasonDiskGrowUnsupported, obs.grow.refusal)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, infrav1.ConditionDisksGrown)
+	}
 
 	st.PowerOffRequestedAt = obs.power.requestedAt()
 	if obs.power.plan.servesRestart {

@@ -14,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -219,10 +220,50 @@ func TestCloudGuestOnLab(t *testing.T) {
 		}
 		s.waitAgentAddress(ctx, t, vms[2], staticAddress)
 	})
+	t.Run("a raised diskOverrides size: the running guest sees its disk grow, without a reboot", func(t *testing.T) {
+		s.growDisk(ctx, t, vms[0])
+	})
 	// Last: it powers the VM off.
 	t.Run("stop (TrySoft): the guest agent shuts the guest down; libvirt says shutdown, not destroyed", func(t *testing.T) {
 		s.stopGracefully(ctx, t, vms[1])
 	})
+}
+
+// growDisk raises the running vm's OS disk from the class's 4 GiB to 6 GiB and reads the size
+// the guest's kernel has for vda from sysfs through the agent, until it is the new one. The
+// guest's boot_id and the domain's ID show it was not restarted.
+func (s *suite) growDisk(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
+	dom := s.domain(ctx, t, vm)
+	bootID, err := s.readFile(ctx, dom, "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatalf("reading the guest's boot_id: %v", err)
+	}
+	if size, err := s.readFile(ctx, dom, "/sys/block/vda/size"); err != nil || strings.TrimSpace(size) != fmt.Sprint(4<<30/512) {
+		t.Fatalf("/sys/block/vda/size before: %q, %v; want the class's 4 GiB in 512-byte sectors", size, err)
+	}
+	start := time.Now()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur banlieuev1.VirtualMachine
+		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &cur); err != nil {
+			return err
+		}
+		cur.Spec.HardwareOverride = &banlieuev1.HardwareOverride{DiskOverrides: []banlieuev1.DiskOverride{{Name: "os", SizeGiB: 6}}}
+		return s.env.Client.Update(ctx, &cur)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint(6 << 30 / 512)
+	testenv.Eventually(t, 2*time.Minute, "the guest's vda at 6 GiB", func() error {
+		size, err := s.readFile(ctx, dom, "/sys/block/vda/size")
+		return testenv.Unmet(err == nil && strings.TrimSpace(size) == want, fmt.Sprintf("/sys/block/vda/size %q (%v)", size, err))
+	})
+	t.Logf("the guest saw its disk grow %v after the VM was changed", time.Since(start).Round(time.Millisecond))
+	if now, err := s.readFile(ctx, dom, "/proc/sys/kernel/random/boot_id"); err != nil || now != bootID {
+		t.Errorf("boot_id %q (%v), was %q: the guest must not have rebooted", now, err, bootID)
+	}
+	if now := s.domain(ctx, t, vm); now.ID != dom.ID {
+		t.Errorf("domain ID %d, was %d: the domain must not have restarted", now.ID, dom.ID)
+	}
 }
 
 // stopGracefully powers vm off as `kubectl banlieue stop` does (spec.desiredPowerState
