@@ -17,7 +17,6 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/finalizer"
-	"banlieue.io/banlieue/internal/ssa"
 )
 
 // A LibvirtMachine whose controller reference is a Cluster API Machine is served as the v1beta2
@@ -53,34 +52,36 @@ type capiPass struct {
 
 // clusterAPI prepares a pass over a Cluster API machine (owner is its Machine controller
 // reference, nil while a MachineSet or a control plane still owns it): its domain name, once,
-// and whether the machine or its Cluster is paused. done means the pass ends here, with res and err. A Machine
-// that cannot be read stops a normal pass; a deletion goes on without it (Cluster API deletes
-// the LibvirtMachine before it lets the Machine go, but the teardown must not depend on that).
-func (r *MachineReconciler) clusterAPI(ctx context.Context, m *infrav1.LibvirtMachine, owner *metav1.OwnerReference) (pass *capiPass, res ctrl.Result, done bool, err error) {
+// and whether the machine or its Cluster is paused; it sets s.capi when the pass goes on. done
+// means the pass ends here, with res and err. A Machine that cannot be read stops a normal
+// pass; a deletion goes on without it (Cluster API deletes the LibvirtMachine before it lets the
+// Machine go, but the teardown must not depend on that).
+func (s *machineScope) clusterAPI(ctx context.Context, owner *metav1.OwnerReference) (res ctrl.Result, done bool, err error) {
+	r, m := s.r, s.machine
 	deleting := !m.DeletionTimestamp.IsZero()
 	if m.Spec.DomainName == "" {
 		if deleting {
 			// Nothing was made on the host: every host name derives from the domain name.
 			_, err := finalizer.Remove(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine)
-			return nil, ctrl.Result{}, true, err
+			return ctrl.Result{}, true, err
 		}
-		if err := r.setDomainName(ctx, m); err != nil {
-			res, err := r.retry(ctx, m, err, ssa.IfUnchanged)
-			return nil, res, true, err
+		if err := s.setDomainName(ctx); err != nil {
+			res, err := s.fail(ctx, err)
+			return res, true, err
 		}
 	}
 	if owner == nil {
 		if deleting {
-			return nil, ctrl.Result{}, false, nil
+			return ctrl.Result{}, false, nil
 		}
-		res, err := r.retry(ctx, m, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch,
-			Err: errors.New("waiting for a Cluster API Machine to become the LibvirtMachine's controller (it is owned by a MachineSet or a control plane)")}, ssa.IfUnchanged)
-		return nil, res, true, err
+		res, err := s.fail(ctx, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch,
+			Err: errors.New("waiting for a Cluster API Machine to become the LibvirtMachine's controller (it is owned by a MachineSet or a control plane)")})
+		return res, true, err
 	}
 	machine, readErr := capi.ReadMachine(ctx, r.APIReader, m.Namespace, owner, m, infrav1.GroupVersion.WithKind("LibvirtMachine"))
 	if readErr != nil && !deleting {
-		res, err := r.retry(ctx, m, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch, Err: readErr}, ssa.IfUnchanged)
-		return nil, res, true, err
+		res, err := s.fail(ctx, &CAPIError{Reason: infrav1.ReasonOwnerMachineMismatch, Err: readErr})
+		return res, true, err
 	}
 	clusterName := m.Labels[capi.LabelClusterName]
 	if machine != nil {
@@ -90,23 +91,21 @@ func (r *MachineReconciler) clusterAPI(ctx context.Context, m *infrav1.LibvirtMa
 	if !paused && clusterName != "" {
 		p, err := capi.ClusterPaused(ctx, r.APIReader, m.Namespace, clusterName)
 		if err != nil && !(deleting && apierrors.IsNotFound(err)) {
-			res, err := r.retry(ctx, m, fmt.Errorf("checking whether the Machine's Cluster is paused: %w", err), ssa.IfUnchanged)
-			return nil, res, true, err
+			res, err := s.fail(ctx, fmt.Errorf("checking whether the Machine's Cluster is paused: %w", err))
+			return res, true, err
 		}
 		paused, why = p, "Cluster "+clusterName+" has spec.paused"
 	}
 	if paused {
 		st := *m.Status.DeepCopy()
 		setMachineCondition(&st, m, infrav1.ConditionPaused, metav1.ConditionTrue, infrav1.ReasonPaused, why+": nothing is reconciled")
-		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, banlieuev1.FieldManagerProviderLibvirt, ssa.IfUnchanged); err != nil {
-			return nil, ctrl.Result{}, true, err
-		}
 		// Unpausing changes no generation the machine's watch passes: it is looked at again.
-		return nil, ctrl.Result{RequeueAfter: app.RequeueDefault}, true, nil
+		res, err := s.stop(ctx, &st, ctrl.Result{RequeueAfter: app.RequeueDefault})
+		return res, true, err
 	}
-	pass = &capiPass{machine: machine}
-	pass.notPaused(m)
-	return pass, ctrl.Result{}, false, nil
+	s.capi = &capiPass{machine: machine}
+	s.capi.notPaused(m)
+	return ctrl.Result{}, false, nil
 }
 
 // notPaused records in m.Status that the pass goes on: every status write of the pass starts
@@ -117,19 +116,16 @@ func (c *capiPass) notPaused(m *infrav1.LibvirtMachine) {
 }
 
 // setDomainName names the domain of a machine Cluster API made from a template after the
-// machine, as the controller names a VM's (<namespace>-<name>, which checkAuthority requires).
-func (r *MachineReconciler) setDomainName(ctx context.Context, m *infrav1.LibvirtMachine) error {
+// machine, as the controller names a VM's (<namespace>-<name>, which checkAuthority requires):
+// part of the identity, written before any host name derived from it is used.
+func (s *machineScope) setDomainName(ctx context.Context) error {
+	m := s.machine
 	name := m.Namespace + "-" + m.Name
 	if len(name) > maxDomainName {
 		return &CAPIError{Reason: infrav1.ReasonNotPermitted, Err: fmt.Errorf(
 			"spec.domainName: <namespace>-<name> (%d characters) is longer than %d; give the Machine a shorter name", len(name), maxDomainName)}
 	}
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Spec.DomainName = name
-	if err := r.Client.Patch(ctx, m, patch, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt)); err != nil {
-		return fmt.Errorf("setting spec.domainName: %w", err)
-	}
-	return nil
+	return s.patchSpec(ctx, "spec.domainName", func(m *infrav1.LibvirtMachine) { m.Spec.DomainName = name })
 }
 
 // check refuses a normal pass the Machine does not allow yet: a failure domain other than the

@@ -99,7 +99,8 @@ var deletionRequested = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bo
 	return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
 }}
 
-// Reconcile converges one machine, or tears it down when it is being deleted.
+// Reconcile converges one machine, or tears it down when it is being deleted, through the
+// phases of a machineScope.
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var m infrav1.LibvirtMachine
 	if err := r.Client.Get(ctx, req.NamespacedName, &m); err != nil {
@@ -110,58 +111,62 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	ctx, cancel := context.WithTimeout(ctx, machineTimeout)
 	defer cancel()
+	s := &machineScope{r: r, machine: &m}
 
 	// A machine of a Cluster API Machine is served as the contract asks (machine_capi.go).
-	var owned *capiPass
 	if capi.Managed(&m) {
-		pass, res, done, err := r.clusterAPI(ctx, &m, capi.OwnerMachine(&m))
-		if done {
+		s.phase = phaseClusterAPI
+		if res, done, err := s.clusterAPI(ctx, capi.OwnerMachine(&m)); done {
 			return res, err
 		}
-		owned = pass
 	}
 
 	// The host is reached on deletion too; that is why a Provider cannot go away while its
 	// machines exist.
-	var p banlieuev1.Provider
-	if err := r.Client.Get(ctx, m.ProviderKey(), &p); err != nil {
-		return r.retry(ctx, &m, fmt.Errorf("reading Provider %q: %w", m.ProviderKey(), err), ssa.IfUnchanged)
+	s.phase = phaseProvider
+	if err := r.Client.Get(ctx, m.ProviderKey(), &s.provider); err != nil {
+		return s.fail(ctx, fmt.Errorf("reading Provider %q: %w", m.ProviderKey(), err))
 	}
-	if refusal, err := r.admits(ctx, &m, &p); err != nil {
-		return r.retry(ctx, &m, err, ssa.IfUnchanged)
+	s.phase = phaseAdmission
+	if refusal, err := r.admits(ctx, &m, &s.provider); err != nil {
+		return s.fail(ctx, err)
 	} else if refusal != "" {
-		return r.refuse(ctx, &m, refusal)
+		return s.refuse(ctx, refusal)
 	}
 
 	if !m.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, &m, &p)
+		return s.reconcileDelete(ctx)
 	}
-	return r.reconcileNormal(ctx, &m, &p, owned)
+	return s.reconcileNormal(ctx)
 }
 
-// reconcileDelete tears the machine's domain and volumes down, then lets the machine go.
-// Teardown is not checked against the Provider: it touches only what the machine's ownership
-// record proves its own (machine_teardown.go), and a machine whose Provider stopped granting its
-// pool must still go.
-func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider) (ctrl.Result, error) {
-	c, err := r.connect(ctx, p)
+// reconcileDelete tears the machine's domain and volumes down, then lets the machine go: its
+// one write is the finalizer's removal. Teardown is not checked against the Provider: it
+// touches only what the machine's ownership record proves its own (machine_teardown.go), and a
+// machine whose Provider stopped granting its pool must still go.
+func (s *machineScope) reconcileDelete(ctx context.Context) (ctrl.Result, error) {
+	r, m := s.r, s.machine
+	s.phase = phaseConnect
+	c, err := r.connect(ctx, &s.provider)
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
+	s.phase = phaseTeardown
 	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
 	err = teardown(ctx, c, m, &r.starts)
 	release()
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
 	r.starts.clear(m.UID)
 	r.announced.forget(announcedKeys(m)...)
+	s.phase = phaseWrite
 	removed, err := finalizer.Remove(ctx, r.Client, m, infrav1.FinalizerLibvirtMachine)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("%s: %w", s.phase, err)
 	}
 	if removed {
 		// The finalizer's removal is the teardown's last step, done once: a pass from a cached
@@ -174,68 +179,90 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.Libv
 	return ctrl.Result{}, nil
 }
 
-// reconcileNormal checks the machine's authority over every host name it uses, then converges
-// the domain and writes the status once.
-func (r *MachineReconciler) reconcileNormal(ctx context.Context, m *infrav1.LibvirtMachine, p *banlieuev1.Provider, owned *capiPass) (ctrl.Result, error) {
+// reconcileNormal checks the machine's authority over every host name it uses, claims its
+// identity, converges the domain, and writes what it found once, at the end (finish).
+func (s *machineScope) reconcileNormal(ctx context.Context) (ctrl.Result, error) {
+	r, m, p := s.r, s.machine, &s.provider
 	// Every host name of the machine is checked before the first call to the host, connecting
 	// included (authority.go).
+	s.phase = phaseAuthority
 	var images banlieuev1.VMImageList
 	if err := r.Client.List(ctx, &images); err != nil {
-		return r.retry(ctx, m, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err), ssa.IfUnchanged)
+		return s.fail(ctx, fmt.Errorf("listing VMImages to check spec.bootSource.volume: %w", err))
 	}
 	if err := checkAuthority(m, p, images.Items); err != nil {
-		return r.retry(ctx, m, err, ssa.IfUnchanged)
+		return s.fail(ctx, err)
 	}
-	if owned != nil {
-		if err := owned.check(m); err != nil {
-			return r.retry(ctx, m, err, ssa.IfUnchanged)
+	if s.capi != nil {
+		if err := s.capi.check(m); err != nil {
+			return s.fail(ctx, err)
 		}
 	}
 	// Accepted: every status this pass writes records the boot volume (converge's first,
 	// volumeRecord's, before any volume is created), so a later pass grants it whatever the
 	// rows say then.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
+
+	s.phase = phaseConnect
 	c, err := r.connect(ctx, p)
 	if err != nil {
-		return r.retry(ctx, m, err, ssa.IfUnchanged)
+		return s.fail(ctx, err)
 	}
+
+	s.phase = phaseIdentity
 	if err := r.claimIdentity(ctx, m, p.Name); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("%s: %w", s.phase, err)
 	}
+	s.claimed = true
 	// The identity's patch read the stored status back into m: accepted all the same, and for a
 	// Cluster API machine not paused.
 	m.Status.BootVolume = m.Spec.BootSource.Volume
-	if owned != nil {
-		owned.notPaused(m)
+	if s.capi != nil {
+		s.capi.notPaused(m)
 	}
 
+	s.phase = phaseUserData
 	userData, err := machineUserData(ctx, r.APIReader, m)
-	if owned != nil {
-		userData, err = owned.bootstrapData(ctx, r.APIReader, m)
+	if s.capi != nil {
+		userData, err = s.capi.bootstrapData(ctx, r.APIReader, m)
 	}
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
+
+	s.phase = phaseConverge
 	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
 	obs, err := converge(ctx, c, m, userData, r.volumeRecord(m), &r.starts)
 	release()
 	if err != nil {
-		return r.retry(ctx, m, err)
+		return s.fail(ctx, err)
 	}
-	if err := r.setProviderID(ctx, m, p.Name, obs); err != nil {
-		return ctrl.Result{}, err
+	return s.finish(ctx, obs)
+}
+
+// finish is a converged pass's write: spec.providerID when the domain carries another UUID than
+// the one recorded (a domain this machine defined before banlieue chose its UUIDs keeps
+// libvirt's), then the status when it differs from the stored one; then the events of what
+// changed, and when to look again.
+func (s *machineScope) finish(ctx context.Context, obs observation) (ctrl.Result, error) {
+	r, m := s.r, s.machine
+	s.phase = phaseWrite
+	if id := providerID(s.provider.Name, obs.domain.UUID.String()); m.Spec.ProviderID != id {
+		if err := s.patchSpec(ctx, "spec.providerID", func(m *infrav1.LibvirtMachine) { m.Spec.ProviderID = id }); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	status := succeededStatus(m, obs)
-	if owned != nil {
-		owned.status(m, &status)
+	if s.capi != nil {
+		s.capi.status(m, &status)
 	}
 	// A pass that found everything as recorded sends nothing: the apply would be a no-op on the
 	// API server, and a resync of many converged machines would still cost a request each.
 	if !equality.Semantic.DeepEqual(status, m.Status) {
-		if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+		if err := s.writeStatus(ctx, &status); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -299,26 +326,6 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 	}
 }
 
-// retry reports an error that happened before or during teardown on Ready, so a deletion that
-// blocks says why, and tries again on the error interval. opts go to the status write: before
-// the pass's first write (the finalizer's patch, or converge's volume record) it is
-// ssa.IfUnchanged, so a status derived from a read that lags behind the API server fails with a
-// Conflict, and the pass is retried on a fresh read, instead of dropping what the provider
-// recorded since (domainUuid, volumes, bootVolume). A refusal of the authority check, or a host
-// that does not answer, must never cost a machine its record.
-func (r *MachineReconciler) retry(ctx context.Context, m *infrav1.LibvirtMachine, err error, opts ...ssa.Option) (ctrl.Result, error) {
-	log.FromContext(ctx).Info("machine not reconciled", "error", err.Error())
-	status := failedStatus(m, err)
-	if equality.Semantic.DeepEqual(status, m.Status) {
-		// The same failure as last time: nothing to write.
-		return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.ErrorRetry)}, nil
-	}
-	if ssaErr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderLibvirt, opts...); client.IgnoreNotFound(ssaErr) != nil {
-		return ctrl.Result{}, ssaErr
-	}
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, hostRetry(err), app.ErrorRetry)}, nil
-}
-
 // claimIdentity makes the pass's first API write, before anything on the host is created: the
 // finalizer and, when the machine records no domain UUID yet, a fresh one as spec.providerID
 // (machine_identity.go), in one patch that fails on a stale read.
@@ -331,16 +338,4 @@ func (r *MachineReconciler) claimIdentity(ctx context.Context, m *infrav1.Libvir
 		m.Spec.ProviderID = id
 		return true
 	}, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt))
-}
-
-// setProviderID corrects spec.providerID when the domain carries another UUID than the one
-// recorded: a domain this machine defined before banlieue chose its UUIDs keeps libvirt's.
-func (r *MachineReconciler) setProviderID(ctx context.Context, m *infrav1.LibvirtMachine, provider string, obs observation) error {
-	id := providerID(provider, obs.domain.UUID.String())
-	if m.Spec.ProviderID == id {
-		return nil
-	}
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Spec.ProviderID = id
-	return r.Client.Patch(ctx, m, patch, client.FieldOwner(banlieuev1.FieldManagerProviderLibvirt))
 }

@@ -14,7 +14,6 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
-	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/tenancy"
 )
 
@@ -45,15 +44,13 @@ func (r *MachineReconciler) admits(ctx context.Context, m *infrav1.LibvirtMachin
 
 // refuse records a refused namespace on Ready and looks again later: the Provider or the
 // namespace's labels may change. Nothing reaches the host, teardown included: a machine its
-// Provider does not admit has no authority over the host's domains. Like every write before a
-// pass's first, it applies only over the status it read (ssa.IfUnchanged, see retry), so a refusal
-// from a lagging cache cannot drop what the provider recorded since.
-func (r *MachineReconciler) refuse(ctx context.Context, m *infrav1.LibvirtMachine, msg string) (ctrl.Result, error) {
+// Provider does not admit has no authority over the host's domains. Like every write before the
+// identity's, it applies only over the status it read (machineScope), so a refusal from a
+// lagging cache cannot drop what the provider recorded since.
+func (s *machineScope) refuse(ctx context.Context, msg string) (ctrl.Result, error) {
 	log.FromContext(ctx).Info("machine refused", "reason", banlieuev1.ReasonNamespaceNotAllowed, "message", msg)
-	st := *m.Status.DeepCopy()
-	setMachineCondition(&st, m, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonNamespaceNotAllowed, msg)
-	if err := ssa.ApplyStatus(ctx, r.Client, m, &st, banlieuev1.FieldManagerProviderLibvirt, ssa.IfUnchanged); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.RequeueDefault)}, nil
+	st := *s.machine.Status.DeepCopy()
+	setMachineCondition(&st, s.machine, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonNamespaceNotAllowed, msg)
+	res, err := s.stop(ctx, &st, ctrl.Result{RequeueAfter: cmp.Or(s.r.Resync, app.RequeueDefault)})
+	return res, client.IgnoreNotFound(err)
 }
