@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -31,7 +32,8 @@ const (
 	simFolder   = "/DC0/vm/" + vcsimtest.Folder
 )
 
-// TestVSphereMachineAgainstVCSim runs the VSphereMachine reconciler on the real API server over
+// TestVSphereMachineAgainstVCSim runs the VSphereMachine reconciler, as the provider's account
+// with the shipped ClusterRole, on the real API server over
 // an in-process vcsim whose TLS is verified against its own CA, the Provider's Secret and CA
 // ConfigMap read by name: a machine is cloned, configured, powered and reported, its power
 // follows the spec and survives an out-of-band power-off, a virtual machine of its name that is
@@ -52,7 +54,21 @@ func TestVSphereMachineAgainstVCSim(t *testing.T) {
 				CredentialsRef: banlieuev1.LocalObjectReference{Name: "vc-creds"},
 				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "vc-ca"}}}}})
 
-	mgr := env.NewManager(t)
+	// The reconciler runs as the provider's account: the shipped ClusterRole and, as the operator
+	// grants them per Provider, get on its Secret, CA and machines' user-data Secrets by name.
+	account := testenv.ServiceAccountUser(simNs, "banlieue-provider-vsphere-"+simProvider)
+	role, _ := testenv.GeneratedRoles(t, "config/rbac/provider-vsphere/role.yaml")
+	env.Create(ctx, t, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-" + simProvider, Namespace: simNs}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim", Namespace: simNs}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"},
+				ResourceNames: []string{"vc-creds", userdata.SecretName("web-0"), userdata.SecretName("stranger")}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"vc-ca"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim", Namespace: simNs},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "vsphere-provider-sim"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-" + simProvider, Namespace: simNs}}})
+	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, account), testenv.ManagerOptions())
 	r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sessions: &Sessions{Dial: Dial()},
 		ProviderName: simProvider, ProviderNamespace: simNs, Folder: vcsimtest.Folder}
 	if err := r.SetupWithManager(mgr); err != nil {
