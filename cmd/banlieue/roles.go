@@ -94,6 +94,6 @@ func newProviderCommand() *cobra.Command {
 		Use:   "provider",
 		Short: "Run a provider backend",
 	}
-	provider.AddCommand(newProviderLibvirtCommand())
+	provider.AddCommand(newProviderLibvirtCommand(), newProviderVSphereCommand())
 	return provider
 }

@@ -12,7 +12,7 @@ import (
 
 // longRunningRoles are the subcommand paths of the roles docs/operations.md's "Common flags"
 // apply to.
-var longRunningRoles = []string{"controller", "operator", "imagebuilder", "provider libvirt"}
+var longRunningRoles = []string{"controller", "operator", "imagebuilder", "provider libvirt", "provider vsphere"}
 
 var (
 	flagName = regexp.MustCompile(`--[a-z][a-z0-9-]*`)

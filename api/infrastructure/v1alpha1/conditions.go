@@ -74,6 +74,25 @@ const (
 	// on several datastores, no vmName); the message names the field. Nothing in vCenter was
 	// called.
 	ReasonUnsupportedSpec = "UnsupportedSpec"
+	// ReasonVMRunning: the virtual machine exists and is in the desired power state.
+	ReasonVMRunning = "VMRunning"
+	// ReasonVMNotRunning: the virtual machine exists but is not in the desired power state yet.
+	ReasonVMNotRunning = "VMNotRunning"
+	// ReasonVMNameConflict: a virtual machine of spec.vmName exists in the folder without this
+	// machine's proof of owner (banlieue did not create it for this machine); it is left
+	// untouched, never adopted, changed or destroyed.
+	ReasonVMNameConflict = "VMNameConflict"
+	// ReasonToolsNotRunning: powerOffMode Soft needs VMware Tools to ask the guest to shut down,
+	// and they are not running; nothing was done.
+	ReasonToolsNotRunning = "ToolsNotRunning"
+)
+
+// VSphereMachine GuestReady reasons.
+const (
+	// ReasonToolsReporting: VMware Tools run in the guest and report it.
+	ReasonToolsReporting = "ToolsReporting"
+	// ReasonToolsNotReporting: VMware Tools do not run in the guest (yet).
+	ReasonToolsNotReporting = "ToolsNotReporting"
 )
 
 // FinalizerVSphereMachine holds a VSphereMachine until its virtual machine is gone from vCenter.

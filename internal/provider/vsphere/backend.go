@@ -16,8 +16,10 @@ var (
 )
 
 // Backend is what the VSphereMachine reconciler asks of vCenter: one long-lived session per
-// Provider. internal/provider/vsphere/vcenter's Session satisfies it through a thin adapter;
-// every method honours ctx's deadline and says in its error which vCenter step failed.
+// Provider. internal/provider/vsphere/vcenter's Session satisfies it through a thin adapter
+// (session.go); every method honours ctx's deadline and says in its error which vCenter step
+// failed. Every call that changes or reads one virtual machine names its owner's UID, and the
+// Backend proves it again before acting.
 type Backend interface {
 	// FailureDomains lists the compute clusters of the inventory as failure domains, each
 	// narrowed to the datastores and networks of q that are reachable there.
@@ -26,23 +28,34 @@ type Backend interface {
 	// brings an existing one of that owner to spec; a virtual machine of spec's name without
 	// that proof of owner is never adopted, changed or destroyed (an error, ErrNotOwned).
 	Ensure(ctx context.Context, spec MachineSpec) (Machine, error)
-	// Get reads the virtual machine ref, ErrNotFound when it is gone.
-	Get(ctx context.Context, ref string) (Machine, error)
-	// PowerOn powers the virtual machine on.
-	PowerOn(ctx context.Context, ref string) error
+	// Get finds the virtual machine name in the datacenter's folder, ErrNotFound when there is
+	// none and ErrNotOwned when it is not ownerUID's.
+	Get(ctx context.Context, datacenter, folder, name, ownerUID string) (Machine, error)
+	// PowerOn powers the virtual machine ref of ownerUID on.
+	PowerOn(ctx context.Context, ref, ownerUID string) error
 	// PowerOff asks the guest to shut down through VMware Tools when graceful, and powers off
-	// once timeout has passed (at once when not graceful).
-	PowerOff(ctx context.Context, ref string, graceful bool, timeout time.Duration) error
-	// Delete powers off and destroys the virtual machine ref, only when it carries ownerUID.
+	// once timeout has passed (at once when not graceful, or when vCenter refuses the guest
+	// shutdown).
+	PowerOff(ctx context.Context, ref, ownerUID string, graceful bool, timeout time.Duration) error
+	// Delete powers off and destroys the virtual machine ref, only when it carries ownerUID, and
+	// returns once vCenter no longer knows it; one already gone is no error.
 	Delete(ctx context.Context, ref, ownerUID string) error
-	// Watch calls changed with each virtual machine whose power state, guest addresses or tools
-	// status changed, or that was destroyed, until ctx ends.
-	Watch(ctx context.Context, changed func(Machine)) error
+	// Watch calls changed with each virtual machine of the datacenter's folder whose power
+	// state, guest addresses or tools status changed, or that was destroyed (gone), until ctx
+	// ends.
+	Watch(ctx context.Context, datacenter, folder string, changed func(m Machine, gone bool)) error
+	// Close ends the session.
+	Close(ctx context.Context) error
 }
 
 // FailureDomainQuery is what the Provider's capabilities map to vSphere names.
 type FailureDomainQuery struct {
 	Datastores, Networks []string
+	// Folder is the folder below "<datacenter>/vm" the provider clones into, in every
+	// datacenter; empty is the datacenter's root VM folder.
+	Folder string
+	// VTPM is declared by the Provider, never discovered.
+	VTPM bool
 }
 
 // FailureDomain is one compute cluster of the inventory.
