@@ -75,6 +75,26 @@ func TestConsoleThroughTheAPIServer(t *testing.T) {
 	m := s.machine(testNamespace, "serial-"+testenv.RunID())
 	m.Spec.MemoryMiB = 256
 	env.Create(ctx, t, m)
+	// The guest would run on through the rest of the lab's tests. This cleanup runs before the
+	// manager's stops, so the provider tears the machine down as a user's deletion would; what
+	// a slow teardown leaves is removed from the host directly.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := env.Client.Delete(ctx, m); err == nil {
+			for ctx.Err() == nil && env.Client.Get(ctx, client.ObjectKeyFromObject(m), &infrav1.LibvirtMachine{}) == nil {
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+		hostCtx, cancelHost := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancelHost()
+		host, err := labhost.Dialer(t, lab).Dial(hostCtx)
+		if err != nil {
+			return
+		}
+		defer host.Close()
+		labhost.RemoveDomains(hostCtx, host, m.Spec.DomainName)
+	})
 	s.waitMachine(ctx, t, client.ObjectKeyFromObject(m), 2*time.Minute, machineReady)
 	t.Logf("machine running %v after it was created", time.Since(start).Round(time.Millisecond))
 	vm := env.VirtualMachineFor(ctx, t, client.ObjectKeyFromObject(m))
