@@ -10,6 +10,8 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"banlieue.io/banlieue/internal/provider/vsphere/vcsimtest"
 )
 
 func wantStep(t *testing.T, what string, err error, step string) {
@@ -109,7 +111,7 @@ func TestDialRefuses(t *testing.T) {
 	m.Machine = 0
 	s := startSim(t, m)
 	ctx := ctxT(t)
-	otherCA, _ := testCA(t)
+	otherCA, _ := vcsimtest.ServingCA(t)
 	for _, tt := range []struct {
 		name string
 		ep   func(Endpoint) Endpoint

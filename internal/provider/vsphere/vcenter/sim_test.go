@@ -2,15 +2,7 @@ package vcenter
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -20,6 +12,8 @@ import (
 	_ "github.com/vmware/govmomi/vapi/simulator" // the tagging endpoints
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"banlieue.io/banlieue/internal/provider/vsphere/vcsimtest"
 )
 
 const (
@@ -35,49 +29,13 @@ type sim struct {
 	admin *Session // out-of-band changes, as a person in the vSphere Client would make them
 }
 
-// testCA makes a CA and a server certificate for 127.0.0.1 signed by it.
-func testCA(t *testing.T) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vcsim test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "vcsim"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
-}
-
 func startSim(t *testing.T, m *simulator.Model) *sim {
 	t.Helper()
 	if err := m.Create(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
-	caPEM, cert := testCA(t)
+	caPEM, cert := vcsimtest.ServingCA(t)
 	m.Service.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(simUser, simPassword)}
 	m.Service.RegisterEndpoints = true

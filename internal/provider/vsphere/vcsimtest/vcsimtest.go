@@ -61,7 +61,7 @@ func Start(t testing.TB) *Sim {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
-	caPEM, cert := testCA(t)
+	caPEM, cert := ServingCA(t)
 	m.Service.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(Username, Password)}
 	m.Service.RegisterEndpoints = true
@@ -246,8 +246,9 @@ func (s *Sim) CreateForeign(t testing.TB, folder, name string) {
 	}
 }
 
-// testCA makes a CA and a server certificate for 127.0.0.1 signed by it.
-func testCA(t testing.TB) ([]byte, tls.Certificate) {
+// ServingCA makes a CA and a server certificate for 127.0.0.1 signed by it: the CA PEM a
+// client trusts, and the certificate a simulator serves.
+func ServingCA(t testing.TB) ([]byte, tls.Certificate) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
