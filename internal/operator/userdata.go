@@ -46,16 +46,28 @@ func machineProviderKey(o client.Object) []string {
 // (internal/provider/libvirt/userdata.go). Names are sorted, so a Role does not change from one
 // pass to the next.
 func userDataGrants(p *banlieuev1.Provider, machines []infrav1.LibvirtMachine, nsLabels map[string]map[string]string) map[string][]string {
+	return grantsOf(p, machines, nsLabels, func(m *infrav1.LibvirtMachine) (client.ObjectKey, bool) {
+		return m.ProviderKey(), m.Spec.UserDataSecretRef != nil
+	})
+}
+
+// grantsOf is userDataGrants for any machine kind: of says which Provider a machine names and
+// whether it has user-data.
+func grantsOf[T any, PT interface {
+	*T
+	client.Object
+}](p *banlieuev1.Provider, machines []T, nsLabels map[string]map[string]string, of func(PT) (client.ObjectKey, bool)) map[string][]string {
 	grants := map[string][]string{}
 	for i := range machines {
-		m := &machines[i]
-		if m.Spec.UserDataSecretRef == nil || m.ProviderKey() != client.ObjectKeyFromObject(p) {
+		m := PT(&machines[i])
+		provider, hasUserData := of(m)
+		if !hasUserData || provider != client.ObjectKeyFromObject(p) {
 			continue
 		}
-		if ok, _ := tenancy.AdmitsNamespace(p, m.Namespace, nsLabels[m.Namespace]); !ok {
+		if ok, _ := tenancy.AdmitsNamespace(p, m.GetNamespace(), nsLabels[m.GetNamespace()]); !ok {
 			continue
 		}
-		grants[m.Namespace] = append(grants[m.Namespace], userdata.SecretName(m.Name))
+		grants[m.GetNamespace()] = append(grants[m.GetNamespace()], userdata.SecretName(m.GetName()))
 	}
 	for ns, names := range grants {
 		slices.Sort(names)

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -11,8 +10,6 @@ import (
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
-	"banlieue.io/banlieue/internal/tenancy"
-	"banlieue.io/banlieue/internal/userdata"
 )
 
 // vsphereMachineProviderKey is the machineProviderIndex value of a VSphereMachine.
@@ -25,22 +22,9 @@ func vsphereMachineProviderKey(o client.Object) []string {
 // only p's machines with user-data, only in namespaces p admits, each name derived from the
 // machine's name and never taken from its spec.
 func vsphereUserDataGrants(p *banlieuev1.Provider, machines []infrav1.VSphereMachine, nsLabels map[string]map[string]string) map[string][]string {
-	grants := map[string][]string{}
-	for i := range machines {
-		m := &machines[i]
-		if m.Spec.UserDataSecretRef == nil || m.ProviderKey() != client.ObjectKeyFromObject(p) {
-			continue
-		}
-		if ok, _ := tenancy.AdmitsNamespace(p, m.Namespace, nsLabels[m.Namespace]); !ok {
-			continue
-		}
-		grants[m.Namespace] = append(grants[m.Namespace], userdata.SecretName(m.Name))
-	}
-	for ns, names := range grants {
-		slices.Sort(names)
-		grants[ns] = slices.Compact(names)
-	}
-	return grants
+	return grantsOf(p, machines, nsLabels, func(m *infrav1.VSphereMachine) (client.ObjectKey, bool) {
+		return m.ProviderKey(), m.Spec.UserDataSecretRef != nil
+	})
 }
 
 // providerOfVSphereMachine maps a VSphereMachine to its Provider, whose grants list its
