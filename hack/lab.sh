@@ -9,13 +9,15 @@
 #                       flow: a VMImage of kind Url served over https (hack/labsource), its build
 #                       and import Jobs run as pods, then a VirtualMachine of the real cloud guest
 #                       (hack/cloud-guest.sh) on a libvirt NAT network, waited for until it has an
-#                       IPv4 address and GuestReady=True
+#                       IPv4 address and GuestReady=True; beside it a vCenter simulated by vcsim
+#                       (hack/labsource --vcenter), a vsphere Provider for it and a VirtualMachine
+#                       cloned there (hack/lab/vsphere.yaml), waited for until Ready
 #   hack/lab.sh status  what runs, and the banlieue objects
 #   hack/lab.sh down    stops exactly what `up` started, the NAT network and its bridge included
 #
 # Env: BANLIEUE_LAB_DIR (default /var/tmp/banlieue-lab-cluster): kubeconfig, logs, PID files,
 #      the release artifacts. BANLIEUE_LIBVIRT_LAB (default /var/tmp/banlieue-lab): the libvirt
-#      host's state. BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node): the node's.
+#      host's state, BANLIEUE_LIBVIRT_PORT (default 16514) its TLS port. BANLIEUE_NODE_DIR (default /var/tmp/banlieue-node): the node's.
 set -euo pipefail
 # shellcheck source=lib/toolchain.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/toolchain.sh"
@@ -43,6 +45,10 @@ image=registry.example/banlieue:$version
 # The guest's https source, on the node's bridge (where pods reach the host);
 # hack/lab/virtualmachine.yaml's importFrom names it.
 source_listen=10.244.0.1:18443
+# The lab vCenter (vcsim, served by labsource with the same certificate); hack/lab/vsphere.yaml's
+# Provider names it.
+vcenter_listen=10.244.0.1:18989
+vsphere_vm="lab-vm-vsphere"
 # The VM's network: a libvirt NAT network with DHCP on the lab host, behind the Provider's network
 # class "nat". Its /24 is in 198.18.0.0/15 (RFC 2544, nobody's real network) beside the suites'
 # 198.18.64.x and 198.18.65.x, so a lab left up does not collide with them; the node's pods are
@@ -59,7 +65,10 @@ done_phase() { printf '    done in %ss\n' "$((SECONDS - phase_start))"; }
 running() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 kubectl() { "$assets/kubectl" --kubeconfig "$kubeconfig" "$@"; }
-lab_virsh_uri="qemu+tls://127.0.0.1/system?pkipath=$libvirt_lab/pki"
+# The lab host's TLS port: 16514 unless BANLIEUE_LIBVIRT_PORT names another (hack/libvirt-lab.sh).
+libvirt_host=127.0.0.1
+[[ ${BANLIEUE_LIBVIRT_PORT:-16514} == 16514 ]] || libvirt_host=127.0.0.1:$BANLIEUE_LIBVIRT_PORT
+lab_virsh_uri="qemu+tls://$libvirt_host/system?pkipath=$libvirt_lab/pki"
 lab_virsh() { virsh -c "$lab_virsh_uri" "$@"; }
 # A private helm home under the lab directory: no repositories or config of the user.
 helm() {
@@ -113,7 +122,7 @@ up() {
   echo "    kubeconfig: $kubeconfig"
   done_phase
 
-  phase "libvirt host: libvirtd with mutual TLS on 16514 (127.0.0.1 here, 10.244.0.1 from pods)"
+  phase "libvirt host: libvirtd with mutual TLS on ${BANLIEUE_LIBVIRT_PORT:-16514} (127.0.0.1 here, 10.244.0.1 from pods)"
   hack/libvirt-lab.sh start "$libvirt_lab"
   # shellcheck disable=SC1091
   source "$libvirt_lab/env"
@@ -140,10 +149,12 @@ up() {
   phase "guest image (hack/cloud-guest.sh: Debian 12, cloud-init, qemu-guest-agent, UEFI; cached, ~2 min the first time) and its https source"
   local guest
   guest="$(hack/cloud-guest.sh | tail -1)"
-  start labsource "$lab/labsource" --dir "$guest" --listen "$source_listen" --pki "$lab/source-pki"
-  for _ in $(seq 50); do [[ -s "$lab/source-pki/ca.crt" ]] && grep -q '^https://' "$lab/labsource.log" && break; sleep 0.2; done
-  grep -q '^https://' "$lab/labsource.log" || { cat "$lab/labsource.log"; echo "labsource did not start" >&2; exit 1; }
+  start labsource "$lab/labsource" --dir "$guest" --listen "$source_listen" --pki "$lab/source-pki" \
+    --vcenter "$vcenter_listen"
+  for _ in $(seq 100); do grep -q '^vcenter https://' "$lab/labsource.log" && break; running "$lab/labsource.pid" || break; sleep 0.2; done
+  grep -q '^vcenter https://' "$lab/labsource.log" || { cat "$lab/labsource.log"; echo "labsource did not start" >&2; exit 1; }
   echo "    https://$source_listen/cloud.raw"
+  echo "    the lab vCenter (vcsim): https://$vcenter_listen/sdk"
   done_phase
 
   phase "helm install of the release's chart (docs/guides/install.md)"
@@ -191,6 +202,19 @@ YAML
     kubectl -n "$namespace" get provider "$provider" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
   done_phase
 
+  phase "the vSphere backend (hack/lab/vsphere.yaml): the lab vCenter's Secret and CA, a vsphere Provider, a VM"
+  # The password from labsource's file, never on a command line.
+  kubectl -n "$namespace" create secret generic lab-vcenter-creds \
+    --from-literal=username=banlieue@vsphere.local --from-file=password="$lab/source-pki/vcenter-password" \
+    --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  kubectl -n "$namespace" create configmap lab-vcenter-ca --from-file=ca.crt="$lab/source-pki/ca.crt" \
+    --dry-run=client -o yaml | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  kubectl apply --server-side --force-conflicts -f hack/lab/vsphere.yaml >/dev/null
+  wait_for "Provider lab-vcenter Ready (its pod, made by the operator, reads vCenter's inventory)" 180 \
+    kubectl -n "$namespace" get provider lab-vcenter -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
+  echo "    failure domains: $(kubectl -n "$namespace" get provider lab-vcenter -o jsonpath='{.status.failureDomains[*].name}')"
+  done_phase
+
   phase "VMImage (kind Url), VMClass and VirtualMachine (hack/lab/virtualmachine.yaml)"
   kubectl apply --server-side --force-conflicts -f hack/lab/virtualmachine.yaml
   wait_for "VMImage lab-guest built (its build Job's pod wrote the artifact)" 300 \
@@ -208,6 +232,9 @@ YAML
   echo "    GuestReady with an address $((SECONDS - phase_start))s after the apply ($((SECONDS - running_at))s after Ready)"
   echo "    \$ kubectl -n $build_namespace get jobs -l banlieue.io/vmimage=lab-guest"
   kubectl -n "$build_namespace" get jobs -l banlieue.io/vmimage=lab-guest | sed 's/^/    /'
+  # vcsim runs no guest: the clone is Ready (cloned, powered on), never GuestReady.
+  wait_for "VirtualMachine $vsphere_vm Ready on the lab vCenter (cloned from the template, powered on)" 180 \
+    kubectl -n "$namespace" get virtualmachine "$vsphere_vm" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'
   done_phase
   status
   how_to_see
@@ -274,6 +301,9 @@ how_to_see() {
   for _ in $(seq 20); do grep -qa 'BANLIEUE-LAB' "$serial" 2>/dev/null && break; sleep 0.5; done
   echo "Its user-data's runcmd said on the serial console:"
   grep -ao 'BANLIEUE-LAB.*' "$serial" | tr -d '\r' | tail -1 | sed 's/^/    /' || echo "    (nothing yet in $serial)"
+  echo
+  echo "The VM $namespace/$vsphere_vm is a clone of the lab vCenter's template (vcsim, https://$vcenter_listen/sdk),"
+  echo "Ready and powered on there: kubectl get vspheremachine -A shows its failure domain."
   echo
   echo "See it:"
   echo "    export KUBECONFIG=$kubeconfig"
@@ -350,8 +380,8 @@ status() {
     echo "\$ kubectl --kubeconfig $kubeconfig get banlieue -A"
     kubectl get banlieue -A
     echo
-    echo "\$ kubectl --kubeconfig $kubeconfig get virtualmachine,libvirtmachine -A"
-    kubectl get virtualmachine,libvirtmachine -A
+    echo "\$ kubectl --kubeconfig $kubeconfig get virtualmachine,libvirtmachine,vspheremachine -A"
+    kubectl get virtualmachine,libvirtmachine,vspheremachine -A
     echo
     echo "\$ virsh -c '$lab_virsh_uri' list --all"
     lab_virsh list --all

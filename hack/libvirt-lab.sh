@@ -26,11 +26,13 @@
 #                     B10): stop libvirtd, remove its status file of DOMAIN, start libvirtd again;
 #                     the domain is then shut off and banlieue starts it.
 #   status            exit 0 when libvirtd answers on the TLS port.
+#
+# Env: BANLIEUE_LIBVIRT_PORT, the TLS port (default 16514), for a second lab beside the first.
 #   packages          only install the missing Debian packages (as start does), e.g. ahead of
 #                     start while something else runs (.ci/run).
 #   pki               only create DIR/pki (as start does; kept when present).
 #   daemon-config     only write DIR/conf/libvirtd.conf and virtlogd.conf (as start does, but
-#                     listening on 127.0.0.1 only), for TLS port $BANLIEUE_LIBVIRT_PORT (default 16514). hack/libvirt-matrix.sh uses
+#                     listening on 127.0.0.1 only). hack/libvirt-matrix.sh uses
 #                     pki and daemon-config for the libvirtds it runs in other Debian releases.
 #
 # Contract other tests rely on (do not rename):
@@ -69,7 +71,12 @@ ADDR=127.0.0.1
 POD_ADDR=10.244.0.1
 # libvirtd takes one listen address; the pods' bridge may not exist yet when it starts.
 LISTEN_ADDR=0.0.0.0
-PORT=16514
+# A second lab beside the first (hack/test.sh's shared lane) takes another port; the endpoints in
+# DIR/env then name it, and the later commands on DIR read it back from DIR's configuration.
+PORT=${BANLIEUE_LIBVIRT_PORT:-$(sed -n 's/^tls_port = "\([0-9]*\)"$/\1/p' "$DIR/conf/libvirtd.conf" 2>/dev/null || true)}
+PORT=${PORT:-16514}
+HOST=$ADDR POD_HOST=$POD_ADDR
+if [ "$PORT" != 16514 ]; then HOST=$ADDR:$PORT POD_HOST=$POD_ADDR:$PORT; fi
 PACKAGES="libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils
           swtpm swtpm-tools ovmf openssl dnsmasq-base iptables"
 
@@ -220,9 +227,9 @@ write_config() {
 	write_hook
 	cat >"$DIR/env" <<-EOF
 		export BANLIEUE_LIBVIRT_LAB=$DIR
-		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$ADDR/system
+		export BANLIEUE_LIBVIRT_ENDPOINT=qemu+tls://$HOST/system
 		export BANLIEUE_LIBVIRT_PKI=$DIR/pki
-		export BANLIEUE_LIBVIRT_POD_ENDPOINT=qemu+tls://$POD_ADDR/system
+		export BANLIEUE_LIBVIRT_POD_ENDPOINT=qemu+tls://$POD_HOST/system
 	EOF
 }
 
@@ -294,7 +301,7 @@ start_libvirtd() {
 	wait_ready
 	# The first capabilities request probes every QEMU binary; do it now rather than inside
 	# some test's 30 s call budget.
-	virsh -q -c "qemu+tls://$ADDR/system?pkipath=$DIR/pki" capabilities >/dev/null 2>&1 || true
+	virsh -q -c "qemu+tls://$HOST/system?pkipath=$DIR/pki" capabilities >/dev/null 2>&1 || true
 }
 
 # crash_restart_libvirtd kills libvirtd (-9, a crash) and starts it again on the same state.
@@ -312,7 +319,7 @@ wait_for_file() {
 }
 
 answers() {
-	timeout 20 virsh -q -c "qemu+tls://$ADDR/system?pkipath=$DIR/pki" version >/dev/null 2>&1
+	timeout 20 virsh -q -c "qemu+tls://$HOST/system?pkipath=$DIR/pki" version >/dev/null 2>&1
 }
 
 wait_ready() {
@@ -433,7 +440,6 @@ pki)
 daemon-config)
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
-	PORT=${BANLIEUE_LIBVIRT_PORT:-$PORT}
 	# The matrix's daemons serve only tests on this machine, never the node's pods.
 	LISTEN_ADDR=$ADDR
 	write_daemon_config

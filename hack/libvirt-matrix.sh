@@ -5,8 +5,8 @@
 #
 # Usage: hack/libvirt-matrix.sh start|stop|env|status|clean|build RELEASE
 #        hack/libvirt-matrix.sh test [RELEASE...]
-#        RELEASE is bullseye (libvirt 7.0, TLS port 16515), trixie (11.x, 16516) or bookworm
-#        (9.0, 16517; the host's own release, which the lab of hack/libvirt-lab.sh already
+#        RELEASE is bullseye (libvirt 7.0, TLS port 16521), trixie (11.x, 16522) or bookworm
+#        (9.0, 16523; the host's own release, which the lab of hack/libvirt-lab.sh already
 #        covers on 16514). Must run as root.
 #
 #   build   debootstrap (--variant=minbase) the release's root with libvirtd, QEMU, OVMF, swtpm
@@ -75,9 +75,9 @@ fail() { say "error: $*"; exit 1; }
 release() {
 	REL=${1:-}
 	case "$REL" in
-	bullseye) PORT=16515 WANT=7.0. ;;
-	trixie) PORT=16516 WANT=11. ;;
-	bookworm) PORT=16517 WANT=9.0. ;;
+	bullseye) PORT=16521 WANT=7.0. ;;
+	trixie) PORT=16522 WANT=11. ;;
+	bookworm) PORT=16523 WANT=9.0. ;;
 	*) fail "unknown release '$REL' (bullseye, trixie or bookworm)" ;;
 	esac
 	DIR=$BASE/$REL

@@ -146,6 +146,9 @@ const (
 	ReasonUnsupportedSourceKind = "UnsupportedSourceKind"
 	// ReasonVolumeNotFound: the volume the source names does not exist on the host.
 	ReasonVolumeNotFound = "VolumeNotFound"
+	// ReasonTemplateNotFound: the inventory path a Template source names is not a virtual
+	// machine template in the Provider's vCenter.
+	ReasonTemplateNotFound = "TemplateNotFound"
 )
 
 // Provider Ready and ProviderReachable reasons.

@@ -79,9 +79,10 @@ const (
 	// ReasonDrainMigrationNever: the VM's migrationPolicy is never (or unset); banlieue does
 	// not carry a VM's disk to another host, so moving it would lose its data.
 	ReasonDrainMigrationNever = "MigrationPolicyNever"
-	// ReasonDrainLiveOnly: the VM's migrationPolicy is live; the drain does not create live
-	// migrations yet and must not recreate it.
-	ReasonDrainLiveOnly = "MigrationPolicyLive"
+	// ReasonDrainLiveMigrationFailed: the VirtualMachineMigration the drain created for a live
+	// or liveOrRecreate VM ended Failed or Cancelled; the VM stays where it is. Deleting that
+	// migration lets the drain create another.
+	ReasonDrainLiveMigrationFailed = "LiveMigrationFailed"
 	// ReasonDrainAwaitingApproval: migrationPolicy manual, and the VM is not annotated
 	// banlieue.io/migrate=true.
 	ReasonDrainAwaitingApproval = "AwaitingApproval"
@@ -92,6 +93,18 @@ const (
 	ReasonDrainNoHostFits = ReasonNoHostFits
 )
 
+// How the drain moves a VM it lists in status.drain.moving (DrainVM.Reason; unset: recreated
+// from its image, as migrationPolicy recreate says).
+const (
+	// ReasonDrainMovingLive: the drain moves the VM live with the VirtualMachineMigration its
+	// message names (migrationPolicy live or liveOrRecreate).
+	ReasonDrainMovingLive = "LiveMigration"
+	// ReasonDrainLiveImpossible: a liveOrRecreate VM the drain recreates from its image because
+	// its live migration was refused as impossible (the VM is not running, or its Provider's
+	// class cannot move machines live); the message says which.
+	ReasonDrainLiveImpossible = "LiveMigrationImpossible"
+)
+
 // DrainVM is a VM a drain moves or cannot move.
 type DrainVM struct {
 	// namespace of the VirtualMachine.
@@ -100,11 +113,14 @@ type DrainVM struct {
 	// name of the VirtualMachine.
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// reason is why the VM cannot move (blocked only).
+	// reason is why the VM cannot move (blocked), or how it moves (moving): LiveMigration, or
+	// LiveMigrationImpossible for a liveOrRecreate VM recreated from its image; unset, a moving
+	// VM is recreated from its image.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
-	// message says what would let it move (blocked only).
+	// message says what would let it move (blocked), or names its VirtualMachineMigration or
+	// why it is recreated (moving).
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
@@ -278,7 +294,8 @@ type FailureDomain struct {
 	Capacity *FailureDomainCapacity `json:"capacity,omitempty"`
 }
 
-// FailureDomainCapacity is what a host has, from libvirt's node and pool info.
+// FailureDomainCapacity is what a host or compute cluster has, from libvirt's node and pool info
+// or vCenter's cluster and datastore summaries.
 type FailureDomainCapacity struct {
 	// cpus is the host's logical CPUs.
 	CPUs int32 `json:"cpus"`
@@ -290,12 +307,21 @@ type FailureDomainCapacity struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Pools []PoolCapacity `json:"pools,omitempty"`
+	// datastores are the vSphere datastores the Provider's storage classes map that the failure
+	// domain reaches, by datastore name, as vCenter last reported them. The scheduler places a
+	// new VM only where each of them has the free space for the VM's disks on it, at their full
+	// size.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Datastores []PoolCapacity `json:"datastores,omitempty"`
 }
 
-// PoolCapacity is one storage pool's size, rounded down to whole GiB so that a probe finding
-// a disk a few bytes fuller writes nothing.
+// PoolCapacity is one storage pool's (or datastore's) size, rounded down to whole GiB so that
+// a probe finding a disk a few bytes fuller writes nothing.
 type PoolCapacity struct {
-	// name of the pool on the host.
+	// name of the pool on the host (of the datastore in vCenter).
 	// +kubebuilder:validation:MaxLength=200
 	Name string `json:"name"`
 	// capacityGiB is the pool's size.

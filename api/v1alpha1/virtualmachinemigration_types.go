@@ -85,6 +85,11 @@ type MigrationEndpoint struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
+	// pool is, for a target, the storage pool the scheduler resolved the VM's storage class to
+	// on that Provider: where the machine's volumes move.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Pool string `json:"pool,omitempty"`
 }
 
 // VirtualMachineMigrationStatus is the decision and the progress of a move.
@@ -185,6 +190,9 @@ const (
 	ReasonVMNotRunning = "VMNotRunning"
 	// ReasonLiveMigrationUnsupported: the VM's Provider is of a class that cannot move a VM live.
 	ReasonLiveMigrationUnsupported = "LiveMigrationUnsupported"
+	// ReasonVMHasSnapshots: the VM's machine keeps snapshot layers on its host, which a live move
+	// would leave behind (docs/adr/0155-snapshots-external-disk-only-layers.md).
+	ReasonVMHasSnapshots = "VMHasSnapshots"
 	// ReasonTargetIsSource: spec.targetProvider is the Provider the VM runs on.
 	ReasonTargetIsSource = "TargetIsSource"
 	// ReasonTargetUnfit: spec.targetProvider cannot hold the VM (the scheduler's filters); the

@@ -10,6 +10,12 @@ const (
 	// FinalizerVirtualMachineMigration holds a migration until the request it wrote into its
 	// VM's machine (spec.migration) is withdrawn, so deleting a migration stops the move.
 	FinalizerVirtualMachineMigration = "banlieue.io/virtualmachinemigration"
+	// FinalizerVirtualMachineSnapshot holds a snapshot until its VM's machine no longer lists
+	// it: its layer merged away by the provider, or the machine gone with every layer.
+	FinalizerVirtualMachineSnapshot = "banlieue.io/virtualmachinesnapshot"
+	// FinalizerVirtualMachineRestore holds a restore until its request is withdrawn from the
+	// machine (spec.restore), never in the middle of the provider's restore.
+	FinalizerVirtualMachineRestore = "banlieue.io/virtualmachinerestore"
 	// FinalizerProviderInUse keeps a Provider while machines reference it: the provider needs
 	// the Provider's credentials to tear a machine down (docs/decisions.md).
 	FinalizerProviderInUse = "banlieue.io/provider-in-use"
@@ -55,6 +61,9 @@ const (
 const (
 	// AnnotationMigrate lets a user approve a recreate under migrationPolicy manual.
 	AnnotationMigrate = "banlieue.io/migrate"
+	// AnnotationDrainedProvider names the Provider (namespace/name) whose drain created a
+	// VirtualMachineMigration, for people reading it.
+	AnnotationDrainedProvider = "banlieue.io/drained-provider"
 
 	// AnnotationSourceHash identifies the source (importFrom and checksum) a build Job builds:
 	// the Job spec is immutable, so a changed source can only be honoured by replacing the Job.
@@ -97,5 +106,9 @@ const (
 	FieldManagerOperator        = "banlieue.io/operator"
 	FieldManagerImagebuilder    = "banlieue.io/imagebuilder"
 	FieldManagerProviderLibvirt = "banlieue.io/provider-libvirt"
-	FieldManagerProviderVSphere = "banlieue.io/provider-vsphere"
+	// FieldManagerProviderLibvirtMigrationTarget owns a LibvirtMachine's
+	// status.migrationTarget, written by the target Provider's provider of a live move while
+	// the rest of the machine is the source Provider's.
+	FieldManagerProviderLibvirtMigrationTarget = "banlieue.io/provider-libvirt-migration-target"
+	FieldManagerProviderVSphere                = "banlieue.io/provider-vsphere"
 )

@@ -1,17 +1,19 @@
 //go:build bench
 
 // Command bench compares banlieue's libvirt client (pkg/libvirt) with
-// github.com/digitalocean/go-libvirt for RPC round trips, and with `virsh vol-upload` for
-// dense and sparse uploads, against the lab libvirtd (hack/libvirt-lab.sh).
+// github.com/digitalocean/go-libvirt for RPC round trips, and with `virsh vol-upload` and
+// `virsh vol-download` for dense and sparse uploads and downloads, against the lab libvirtd
+// (hack/libvirt-lab.sh, or with -port a host of hack/migration-lab.sh).
 //
-//	go run -tags bench ./bench/libvirt [-lab DIR] [-duration 5s] [-dense-size 1GiB] [-sparse-size 8GiB] [-sparse-data 512MiB]
+//	go run -tags bench ./bench/libvirt [-lab DIR] [-port 16514] [-only rpc,uploads,downloads] [-duration 5s] [-dense-size 1GiB] [-sparse-size 8GiB] [-sparse-data 512MiB]
 //
-// Uploads run in child processes so that each one's peak RSS is its own.
+// Uploads and downloads run in child processes so that each one's peak RSS is its own.
 package main
 
 import (
 	"banlieue.io/banlieue/bench/internal/program"
 
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -35,6 +37,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "download" {
+		if err := childDownload(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "download:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "upload" {
 		if err := childUpload(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "upload:", err)
@@ -48,17 +57,33 @@ func main() {
 	denseSize := flag.Int64("dense-size", 1<<30, "dense upload size in bytes")
 	sparseSize := flag.Int64("sparse-size", 8<<30, "sparse upload size in bytes")
 	sparseData := flag.Int64("sparse-data", 512<<20, "data bytes in the sparse file")
+	port := flag.Int("port", libvirt.DefaultPort, "libvirtd's TLS port on 127.0.0.1")
+	only := flag.String("only", "rpc,uploads,downloads", "comma-separated measurements to run")
 	flag.Parse()
 	if *lab == "" {
 		program.Fatal(fmt.Errorf("no lab: pass -lab or set BANLIEUE_LIBVIRT_LAB"))
 	}
-	b := &bench{pki: filepath.Join(*lab, "pki"), dir: *lab}
-	program.Fatal(b.rpc(*duration, *rounds))
-	program.Fatal(b.uploads(*denseSize, *sparseSize, *sparseData, *rounds))
+	b := &bench{pki: filepath.Join(*lab, "pki"), dir: *lab, port: *port}
+	run := strings.Split(*only, ",")
+	if slices.Contains(run, "rpc") {
+		program.Fatal(b.rpc(*duration, *rounds))
+	}
+	if slices.Contains(run, "uploads") {
+		program.Fatal(b.uploads(*denseSize, *sparseSize, *sparseData, *rounds))
+	}
+	if slices.Contains(run, "downloads") {
+		program.Fatal(b.downloads(*denseSize, *sparseSize, *sparseData, *rounds))
+	}
 }
 
 type bench struct {
 	pki, dir string
+	port     int
+}
+
+// uri is libvirtd's URI for virsh, with the lab's PKI.
+func (b *bench) uri() string {
+	return fmt.Sprintf("qemu+tls://127.0.0.1:%d/system?pkipath=%s", b.port, b.pki)
 }
 
 func (b *bench) dial(ctx context.Context) (*libvirt.Client, error) {
@@ -66,11 +91,11 @@ func (b *bench) dial(ctx context.Context) (*libvirt.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return libvirt.Dialer{Endpoint: libvirt.Endpoint{Host: "127.0.0.1", Port: libvirt.DefaultPort}, Credentials: creds}.Dial(ctx)
+	return libvirt.Dialer{Endpoint: libvirt.Endpoint{Host: "127.0.0.1", Port: cmp.Or(b.port, libvirt.DefaultPort)}, Credentials: creds}.Dial(ctx)
 }
 
 func (b *bench) dialGoLibvirt() (*golibvirt.Libvirt, error) {
-	l := golibvirt.NewWithDialer(dialers.NewTLS("127.0.0.1", dialers.UsePKIPath(b.pki)))
+	l := golibvirt.NewWithDialer(dialers.NewTLS("127.0.0.1", dialers.UsePKIPath(b.pki), dialers.UseTLSPort(strconv.Itoa(cmp.Or(b.port, libvirt.DefaultPort)))))
 	return l, l.ConnectToURI(golibvirt.QEMUSystem)
 }
 
@@ -187,6 +212,33 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// scratchPool makes a scratch directory under the bench's and a transient dir pool in it; cleanup
+// destroys the pool (libvirtd drops it anyway on restart) and removes the directory (a leftover
+// is harmless).
+func (b *bench) scratchPool(ctx context.Context, c *libvirt.Client) (string, libvirt.StoragePool, func(), error) {
+	var pool libvirt.StoragePool
+	work, err := os.MkdirTemp(b.dir, "bench-")
+	if err != nil {
+		return "", pool, nil, err
+	}
+	removeWork := func() { _ = os.RemoveAll(work) }
+	poolDir := filepath.Join(work, "pool")
+	err = os.Chmod(work, 0o755)
+	if err == nil {
+		err = os.Mkdir(poolDir, 0o755)
+	}
+	if err != nil {
+		removeWork()
+		return "", pool, nil, err
+	}
+	pool, err = c.StoragePoolCreateXML(ctx, `<pool type='dir'><name>`+benchPool+`</name><target><path>`+poolDir+`</path></target></pool>`, 0)
+	if err != nil {
+		removeWork()
+		return "", pool, nil, err
+	}
+	return work, pool, func() { _ = c.StoragePoolDestroy(ctx, pool); removeWork() }, nil
+}
+
 // uploads times dense and sparse uploads by pkg/libvirt and by virsh, each in a child
 // process whose peak RSS is reported, alternating tools for several rounds.
 func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) error {
@@ -196,23 +248,11 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 		return err
 	}
 	defer c.Close()
-	work, err := os.MkdirTemp(b.dir, "bench-")
+	work, pool, cleanup, err := b.scratchPool(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(work) }() // scratch space; a leftover is harmless
-	if err := os.Chmod(work, 0o755); err != nil {
-		return err
-	}
-	poolDir := filepath.Join(work, "pool")
-	if err := os.Mkdir(poolDir, 0o755); err != nil {
-		return err
-	}
-	pool, err := c.StoragePoolCreateXML(ctx, `<pool type='dir'><name>`+benchPool+`</name><target><path>`+poolDir+`</path></target></pool>`, 0)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.StoragePoolDestroy(ctx, pool) }() // transient pool; libvirtd drops it anyway on restart
+	defer cleanup()
 
 	dense := filepath.Join(work, "dense.raw")
 	sparse := filepath.Join(work, "sparse.raw")
@@ -224,7 +264,7 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 		return err
 	}
 
-	uri := "qemu+tls://127.0.0.1/system?pkipath=" + b.pki
+	uri := b.uri()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -256,7 +296,7 @@ func (b *bench) uploads(denseSize, sparseSize, sparseData int64, rounds int) err
 					}
 					cmd = exec.Command("virsh", args...)
 				} else {
-					cmd = exec.Command(self, "upload", b.pki, u.src, strconv.FormatBool(u.sparse))
+					cmd = exec.Command(self, "upload", b.pki, u.src, strconv.FormatBool(u.sparse), strconv.Itoa(b.port))
 				}
 				r, err := run(cmd)
 				if err != nil {
@@ -345,7 +385,11 @@ func readHWM(path string) int64 {
 func childUpload(args []string) error {
 	pki, src, sparse := args[0], args[1], args[2] == "true"
 	ctx := context.Background()
-	c, err := (&bench{pki: pki}).dial(ctx)
+	port, err := strconv.Atoi(args[3])
+	if err != nil {
+		return err
+	}
+	c, err := (&bench{pki: pki, port: port}).dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,8 @@ func newProviderLibvirtCommand() *cobra.Command {
 		"how long an open circuit breaker keeps its host from being dialled before one probe")
 	po.importBounds.AddFlags(f, "import")
 	po.importPull.AddFlags(f, "import")
-	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand())
+	cmd.AddCommand(newProviderLibvirtCheckCommand(), newProviderLibvirtImportCommand(), newProviderLibvirtAuditCommand(),
+		newProviderLibvirtExportCommand())
 	return cmd
 }
 

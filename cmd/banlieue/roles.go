@@ -10,6 +10,7 @@ import (
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/controller"
 	"banlieue.io/banlieue/internal/controller/pool"
+	"banlieue.io/banlieue/internal/jobbounds"
 )
 
 // role describes one long-running subcommand: its lease, its default namespace, how it narrows
@@ -74,9 +75,15 @@ func (r *role) command(use, short string) *cobra.Command {
 func newControllerCommand() *cobra.Command {
 	r := &role{name: "controller", leaderElectionID: "banlieue-controller", defaultWorkers: controller.DefaultWorkers}
 	var co consoleRelayOptions
+	export := controller.ExportJobs{Bounds: jobbounds.DefaultImport()}
 	r.customize = func(o *manager.Options, _ app.Options) { o.Cache.ByObject = controller.CacheByObject() }
 	r.setup = func(mgr manager.Manager, opts app.Options) error {
-		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace, Workers: opts.Workers}); err != nil {
+		if export.Image != "" {
+			if err := export.Bounds.Validate("export", jobbounds.RuntimeMemory); err != nil {
+				return err
+			}
+		}
+		if err := controller.Setup(mgr, controller.Options{Namespace: opts.Namespace, Workers: opts.Workers, Export: export}); err != nil {
 			return err
 		}
 		if err := pool.Setup(mgr, pool.Options{Namespace: opts.Namespace, Workers: opts.Workers}); err != nil {
@@ -86,6 +93,11 @@ func newControllerCommand() *cobra.Command {
 	}
 	cmd := r.command("controller", "Schedule VirtualMachines, build their infrastructure machines and mirror their status")
 	co.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&export.Image, "export-image", envOr("BANLIEUE_EXPORT_IMAGE", ""), "image of the VirtualMachineExport Jobs (banlieue's own); empty: no export Job, exports of stopped VMs wait (env BANLIEUE_EXPORT_IMAGE)")
+	f.StringVar(&export.Namespace, "build-namespace", "banlieue-imagebuild", "namespace of the export Jobs and of the Providers' export accounts")
+	export.Bounds.AddFlags(f, "export")
+	export.Pull.AddFlags(f, "export")
 	return cmd
 }
 

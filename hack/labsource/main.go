@@ -5,12 +5,15 @@
 // address it serves an OCI registry (/v2/, in memory): with --containerdisk FILE, FILE is pushed
 // there as the containerDisk containerdisks/<name>:1, an OCI source of the same trust.
 //
-//	go run ./hack/labsource --dir DIR --listen 10.244.0.1:18443 --pki PKI [--containerdisk FILE]
+//	go run ./hack/labsource --dir DIR --listen 10.244.0.1:18443 --pki PKI [--containerdisk FILE] [--vcenter IP:PORT]
 //
 // The first run writes a CA and a serving certificate for the listen address into PKI
 // (ca.crt, tls.crt, tls.key; kept, so the CA ConfigMap stays valid across restarts). It prints
 // the base URL first (test/node listens on port 0 and reads it), then, with --containerdisk, the
-// pushed image's reference by digest on a line of its own, and serves until signalled.
+// pushed image's reference by digest on a line of its own, and serves until signalled. With
+// --vcenter it also serves a vCenter simulator (govmomi's vcsim) on that address with the same
+// certificate, for the lab's vSphere Provider: it prints "vcenter <SDK URL>" on a line of its own
+// and keeps the administrator's password in PKI/vcenter-password (vcenter.go).
 package main
 
 import (
@@ -48,18 +51,19 @@ func main() {
 	listen := flag.String("listen", "10.244.0.1:18443", "IP:port to serve on; the certificate names the IP")
 	pki := flag.String("pki", "", "directory of ca.crt, tls.crt and tls.key, written when missing (required)")
 	disk := flag.String("containerdisk", "", "disk image to push to the registry as containerdisks/<file name without extension>:1")
+	vcenter := flag.String("vcenter", "", "IP:port to serve a vCenter simulator on, with the same certificate (the IP must be --listen's)")
 	flag.Parse()
 	if *dir == "" || *pki == "" {
 		fmt.Fprintln(os.Stderr, "labsource: --dir and --pki are required")
 		os.Exit(2)
 	}
-	if err := run(*dir, *listen, *pki, *disk); err != nil {
+	if err := run(*dir, *listen, *pki, *disk, *vcenter); err != nil {
 		fmt.Fprintln(os.Stderr, "labsource:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, listen, pki, disk string) error {
+func run(dir, listen, pki, disk, vcenter string) error {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", listen, err)
@@ -98,6 +102,21 @@ func run(dir, listen, pki, disk string) error {
 			return fmt.Errorf("--containerdisk %s: %w", disk, err)
 		}
 		fmt.Println(ref)
+	}
+	if vcenter != "" {
+		caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+		if err != nil {
+			return err
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(caPEM)
+		sdk, stopVCenter, err := serveVCenter(vcenter, cert, roots, pki)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--vcenter %s: %w", vcenter, err)
+		}
+		defer stopVCenter()
+		fmt.Println("vcenter", sdk)
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -6,6 +6,9 @@
 //	go test -json ./... | testreport -summary FILE   # appends "pkg status seconds pass fail skip" lines
 //	testreport -table FILE...                          # a table of those lines, and the totals
 //
+// Each summary file FILE has a sibling FILE.tests of "pkg test seconds" lines, one per top-level
+// test, from which -table -slowest N prints where the time went (docs/testing.md).
+//
 // It exits 1 when a test, package or build failed, so a pipeline under pipefail fails.
 package main
 
@@ -52,6 +55,13 @@ type report struct {
 	build    map[string]*strings.Builder // build output by import path
 	failed   bool
 	finished []*result
+	tests    []testTime // top-level tests, in the order they ended
+}
+
+// testTime is one top-level test's line in a summary's .tests file.
+type testTime struct {
+	pkg, test string
+	seconds   float64
 }
 
 func newReport(out io.Writer) *report {
@@ -112,6 +122,9 @@ func (r *report) handle(e event) {
 }
 
 func (r *report) testEnded(p *result, key string, e event) {
+	if !strings.Contains(e.Test, "/") {
+		r.tests = append(r.tests, testTime{pkg: e.Package, test: e.Test, seconds: e.Elapsed})
+	}
 	switch e.Action {
 	case "pass":
 		p.pass++
@@ -187,7 +200,48 @@ func (r *report) writeSummary(path string) error {
 	for _, p := range r.finished {
 		_, _ = fmt.Fprintf(f, "%s %s %.1f %d %d %d\n", p.pkg, p.status, p.seconds, p.pass, p.fail, p.skip)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	t, err := os.OpenFile(path+".tests", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, tt := range r.tests {
+		_, _ = fmt.Fprintf(t, "%s %s %.1f\n", tt.pkg, tt.test, tt.seconds)
+	}
+	return t.Close()
+}
+
+// slowest prints the n slowest top-level tests of the summaries' .tests files.
+func slowest(out io.Writer, paths []string, n int) error {
+	var rows []testTime
+	for _, path := range paths {
+		data, err := os.ReadFile(path + ".tests")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				continue
+			}
+			s, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				continue
+			}
+			rows = append(rows, testTime{pkg: f[0], test: f[1], seconds: s})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].seconds > rows[j].seconds })
+	rows = rows[:min(n, len(rows))]
+	_, _ = fmt.Fprintf(out, "the %d slowest tests\n", len(rows))
+	for _, r := range rows {
+		_, _ = fmt.Fprintf(out, "%8.1f  %s %s\n", r.seconds, strings.TrimPrefix(r.pkg, "banlieue.io/banlieue/"), r.test)
+	}
+	return nil
 }
 
 // table prints the summary files' packages, slowest first, and the totals; the last line is
@@ -235,9 +289,17 @@ func table(out io.Writer, paths []string) error {
 func main() {
 	summary := flag.String("summary", "", "append each package's result to this file")
 	tableMode := flag.Bool("table", false, "print a table of the summary files named as arguments")
+	slowestN := flag.Int("slowest", 0, "with -table, first print the N slowest top-level tests")
 	flag.Parse()
 	if *tableMode {
-		if err := table(os.Stdout, flag.Args()); err != nil {
+		var err error
+		if *slowestN > 0 {
+			err = slowest(os.Stdout, flag.Args(), *slowestN)
+		}
+		if err == nil {
+			err = table(os.Stdout, flag.Args())
+		}
+		if err != nil {
 			_, _ = fmt.Fprintln(os.Stderr, "testreport:", err)
 			os.Exit(2)
 		}

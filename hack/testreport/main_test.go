@@ -80,6 +80,27 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// The top-level tests' times go to the summary's .tests file, and -slowest lists them slowest
+// first, subtests left out (their time is their parent's).
+func TestSlowest(t *testing.T) {
+	r := newReport(&bytes.Buffer{})
+	if err := r.read(strings.NewReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	summary := filepath.Join(t.TempDir(), "summary")
+	if err := r.writeSummary(summary); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := slowest(&out, []string{summary, filepath.Join(t.TempDir(), "missing")}, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := "the 2 slowest tests\n     0.5  a TestOK\n     0.3  b TestBad\n"
+	if out.String() != want {
+		t.Errorf("slowest:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // A stream cut short (go test killed) fails the report and names the package left running.
 func TestReportCutShort(t *testing.T) {
 	var out bytes.Buffer

@@ -139,6 +139,24 @@ func Paused(o metav1.Object) bool {
 	return ok
 }
 
+// PausedWhy reports whether an infrastructure machine o (of kind, e.g. "LibvirtMachine") is
+// paused, by its own annotation or by its Cluster clusterName's spec.paused (empty: no Cluster
+// is read), and why, as the machine's Paused condition says it. A Cluster gone while the
+// machine is being deleted pauses nothing.
+func PausedWhy(ctx context.Context, r client.Reader, o metav1.Object, kind, clusterName string, deleting bool) (bool, string, error) {
+	if Paused(o) {
+		return true, "the " + kind + " has the " + AnnotationPaused + " annotation", nil
+	}
+	if clusterName == "" {
+		return false, "", nil
+	}
+	p, err := ClusterPaused(ctx, r, o.GetNamespace(), clusterName)
+	if err != nil && !(deleting && apierrors.IsNotFound(err)) {
+		return false, "", fmt.Errorf("checking whether the Machine's Cluster is paused: %w", err)
+	}
+	return p, "Cluster " + clusterName + " has spec.paused", nil
+}
+
 // CheckBootstrapSecret refuses a Secret that is not a bootstrap provider's data Secret for the
 // cluster clusterName: its type (immutable once created) and its cluster label. Only such a Secret
 // is granted to a provider or read into a seed, so a Machine naming another Secret (a Provider's

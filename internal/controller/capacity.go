@@ -209,3 +209,37 @@ func allocatedOn(p *banlieuev1.Provider, placed []banlieuev1.VirtualMachine,
 
 // maxAllocated bounds status.allocated (its CRD maxItems).
 const maxAllocated = 1024
+
+// datastoreNeed is what the VM's disks take on each datastore its class's storage classes map
+// to on p, in GiB at their full size (thin disks included: banlieue does not overcommit
+// storage), the VM's disk overrides applied.
+func datastoreNeed(vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, p *banlieuev1.Provider) map[string]int64 {
+	_, _, overrides := machineSize(vm, class)
+	out := map[string]int64{}
+	for i, m := range resolveStorage(class, p) {
+		d := class.Spec.Hardware.Disks[i]
+		size := d.SizeGiB
+		if j := slices.IndexFunc(overrides, func(o banlieuev1.DiskOverride) bool { return o.Name == d.Name }); j >= 0 {
+			size = overrides[j].SizeGiB
+		}
+		out[m.BackendID] += int64(size)
+	}
+	return out
+}
+
+// datastoreShortfall says why fd cannot hold the VM's disks: the first datastore, by name, of
+// those fd publishes the free space of (capacity.datastores) with less free than the VM's disks
+// on it need; "" when each fits, or fd publishes none (a libvirt host, or a provider that does
+// not read it). The free space is as the provider last read it: VMs placed since are not taken
+// off it, and vCenter refuses a clone that no longer fits.
+func datastoreShortfall(need map[string]int64, fd banlieuev1.FailureDomain) string {
+	if fd.Capacity == nil {
+		return ""
+	}
+	for _, ds := range fd.Capacity.Datastores {
+		if n, ok := need[ds.Name]; ok && n > ds.AvailableGiB {
+			return fmt.Sprintf("datastore %s has %d GiB free, the VM's disks on it need %d GiB", ds.Name, max(0, ds.AvailableGiB), n)
+		}
+	}
+	return ""
+}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
@@ -38,10 +40,7 @@ func unmovable(vm *banlieuev1.VirtualMachine) (reason, message string) {
 	case vm.Spec.MigrationPolicy == migrationManual && vm.Annotations[banlieuev1.AnnotationMigrate] != "true":
 		return banlieuev1.ReasonDrainAwaitingApproval, fmt.Sprintf("migrationPolicy manual: annotate the VM %s=true to let the drain "+
 			"recreate it on another host from its image (its disk is not carried)", banlieuev1.AnnotationMigrate)
-	case vm.Spec.MigrationPolicy == migrationLive:
-		return banlieuev1.ReasonDrainLiveOnly, "migrationPolicy live: the drain does not create live migrations yet and " +
-			"must not recreate the VM; create a VirtualMachineMigration for it, or set migrationPolicy liveOrRecreate"
-	case !movable(vm.Spec.MigrationPolicy):
+	case !movable(vm.Spec.MigrationPolicy) && !liveMigratable(vm.Spec.MigrationPolicy):
 		return banlieuev1.ReasonDrainMigrationNever, "migrationPolicy never: banlieue does not carry a VM's disk to another host, " +
 			"so moving it would lose its data; stop and move its data yourself, or set migrationPolicy recreate to recreate it " +
 			"from its image (its disk is lost)"
@@ -50,8 +49,9 @@ func unmovable(vm *banlieuev1.VirtualMachine) (reason, message string) {
 }
 
 // movable reports whether a migrationPolicy lets banlieue recreate the VM elsewhere (manual
-// only with the approval unmovable checks). liveOrRecreate recreates until the drain and a
-// changed placement move VMs live (docs/guides/libvirt-provider.md, "Live migration").
+// only with the approval unmovable checks). A drain moves live and liveOrRecreate VMs live
+// instead (liveDrainMove); a changed placement still recreates a liveOrRecreate one
+// (docs/guides/libvirt-provider.md, "Live migration").
 func movable(policy string) bool {
 	return recreates(policy) || policy == migrationManual
 }
@@ -66,7 +66,10 @@ func recreates(policy string) bool {
 // VMs and time give the same plan, so a controller restarted mid-drain resumes it where the
 // status says. A VM keeps its slot while it moves; free slots go to the movable VMs in
 // namespace/name order; a VM that cannot move is listed with why, never retried in a loop.
-func planDrain(p *banlieuev1.Provider, placed []banlieuev1.VirtualMachine, now metav1.Time) *banlieuev1.ProviderDrainStatus {
+// migrations holds, by drainKey, the VirtualMachineMigration this drain created for a VM
+// (drainMigrationName), where it exists.
+func planDrain(p *banlieuev1.Provider, placed []banlieuev1.VirtualMachine, migrations map[string]*banlieuev1.VirtualMachineMigration,
+	now metav1.Time) *banlieuev1.ProviderDrainStatus {
 	if p.Spec.Drain == nil {
 		return nil
 	}
@@ -112,11 +115,21 @@ func planDrain(p *banlieuev1.Provider, placed []banlieuev1.VirtualMachine, now m
 			blocked = append(blocked, prev)
 			continue
 		}
+		how, msg := "", ""
+		if liveMigratable(vm.Spec.MigrationPolicy) {
+			var blockReason string
+			how, msg, blockReason = liveDrainMove(vm, migrations[key], drainMigrationName(p, next.StartedAt, vm.Name))
+			if blockReason != "" {
+				block(vm, blockReason, msg)
+				continue
+			}
+		}
 		if prev, ok := prevMoving[key]; ok {
+			prev.Reason, prev.Message = how, msg
 			next.Moving = append(next.Moving, prev)
 			continue
 		}
-		waiting = append(waiting, banlieuev1.DrainVM{Namespace: vm.Namespace, Name: vm.Name, Since: now})
+		waiting = append(waiting, banlieuev1.DrainVM{Namespace: vm.Namespace, Name: vm.Name, Reason: how, Message: msg, Since: now})
 	}
 	free := int(ptr.Deref(p.Spec.Drain.MaxConcurrent, 1)) - len(next.Moving)
 	if free > 0 {
@@ -151,8 +164,45 @@ func nextDrainRetry(st *banlieuev1.ProviderDrainStatus, now time.Time) time.Dura
 	return soonest
 }
 
-// evicting reports whether the drain of the VM's Provider is moving it now: the Provider is
-// drained and lists the VM in status.drain.moving.
+// liveDrainImpossible are the refusals of a migration that say no live move can happen now,
+// whatever the target: only these let the drain recreate a liveOrRecreate VM.
+var liveDrainImpossible = []string{banlieuev1.ReasonVMNotRunning, banlieuev1.ReasonLiveMigrationUnsupported}
+
+// liveDrainMove is how the drain moves a live or liveOrRecreate VM, given the migration named
+// name it created for it (nil: none yet): live (ReasonDrainMovingLive, the migration to create
+// or follow), recreated (ReasonDrainLiveImpossible, liveOrRecreate only, when the migration
+// was refused as impossible), or blocked with blockReason once the migration ended otherwise.
+// A live move never falls back to a recreate after a failure of the move itself: the disk
+// would be lost for a move that may succeed later.
+func liveDrainMove(vm *banlieuev1.VirtualMachine, m *banlieuev1.VirtualMachineMigration, name string) (how, msg, blockReason string) {
+	live := fmt.Sprintf("VirtualMachineMigration %s/%s moves it live", vm.Namespace, name)
+	if m == nil || !m.Status.Phase.Final() || m.Status.Phase == banlieuev1.MigrationSucceeded {
+		return banlieuev1.ReasonDrainMovingLive, live, ""
+	}
+	c := meta.FindStatusCondition(m.Status.Conditions, banlieuev1.ConditionReady)
+	reason, cmsg := "", ""
+	if c != nil {
+		reason, cmsg = c.Reason, c.Message
+	}
+	if vm.Spec.MigrationPolicy == migrationLiveOrRecreate && m.Status.Phase == banlieuev1.MigrationFailed &&
+		slices.Contains(liveDrainImpossible, reason) {
+		return banlieuev1.ReasonDrainLiveImpossible, fmt.Sprintf("migrationPolicy liveOrRecreate: VirtualMachineMigration %s/%s was refused (%s: %s); "+
+			"recreating the VM on another host from its image (its disk is not carried)", vm.Namespace, name, reason, cmsg), ""
+	}
+	return "", fmt.Sprintf("VirtualMachineMigration %s/%s ended %s (%s: %s); the VM stays here. Delete that migration to let the drain try again",
+		vm.Namespace, name, m.Status.Phase, reason, cmsg), banlieuev1.ReasonDrainLiveMigrationFailed
+}
+
+// drainMigrationName is the VirtualMachineMigration a drain of p started at startedAt creates
+// for VM vmName: fixed for the drain, so a restarted controller finds the one it created, and
+// new for the next drain, so an ended migration of an earlier one is not taken for this one's.
+func drainMigrationName(p *banlieuev1.Provider, startedAt metav1.Time, vmName string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s@%d", p.Namespace, p.Name, startedAt.Unix())))
+	return fmt.Sprintf("%s-drain-%s", vmName, hex.EncodeToString(h[:4]))
+}
+
+// evicting reports whether the drain of the VM's Provider is recreating it now: the Provider
+// is drained and lists the VM in status.drain.moving, other than as a live move.
 func evicting(vm *banlieuev1.VirtualMachine, providers []banlieuev1.Provider) bool {
 	for i := range providers {
 		p := &providers[i]
@@ -163,7 +213,7 @@ func evicting(vm *banlieuev1.VirtualMachine, providers []banlieuev1.Provider) bo
 			return false
 		}
 		return slices.ContainsFunc(p.Status.Drain.Moving, func(v banlieuev1.DrainVM) bool {
-			return v.Namespace == vm.Namespace && v.Name == vm.Name
+			return v.Namespace == vm.Namespace && v.Name == vm.Name && v.Reason != banlieuev1.ReasonDrainMovingLive
 		})
 	}
 	return false

@@ -163,6 +163,52 @@ func (s *suite) testDrain(ctx context.Context, t *testing.T) {
 	}
 }
 
+// testDrainLive: a drain creates a VirtualMachineMigration for a live and a liveOrRecreate VM
+// and recreates neither while they move. Nothing runs them here (the VMs are not running), so
+// both migrations are refused as impossible: the live VM stays where it is, untouched, listed
+// LiveMigrationFailed; the liveOrRecreate one is recreated on the other host.
+func (s *suite) testDrainLive(ctx context.Context, t *testing.T) {
+	ns := "ns-drl"
+	uids := s.drainFleet(ctx, t, ns, "img-drl", map[string]string{"l1": "live", "lr1": "liveOrRecreate"})
+	s.patchProvider(ctx, t, ns, "kvm-b", func(p *banlieuev1.Provider) { p.Spec.Unschedulable = false })
+	s.patchProvider(ctx, t, ns, "kvm-a", func(p *banlieuev1.Provider) {
+		p.Spec.Unschedulable = true
+		p.Spec.Drain = &banlieuev1.ProviderDrain{MaxConcurrent: ptr.To[int32](2)}
+	})
+	st := s.drainStatus(ctx, t, ns, "Blocked with l1 left", func(st *banlieuev1.ProviderDrainStatus) bool {
+		return st.Phase == banlieuev1.DrainBlocked && st.Remaining == 1
+	})
+	var p banlieuev1.Provider
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kvm-a"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range []string{"l1", "lr1"} {
+		var m banlieuev1.VirtualMachineMigration
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: drainMigrationName(&p, st.StartedAt, vm)}, &m); err != nil {
+			t.Fatalf("the drain's migration of %s: %v", vm, err)
+		}
+		ready, msg := readyOf(m.Status)
+		if m.Spec.VMName != vm || m.Spec.TargetProvider != nil || m.Annotations[banlieuev1.AnnotationDrainedProvider] != ns+"/kvm-a" ||
+			m.Status.Phase != banlieuev1.MigrationFailed || !strings.HasSuffix(ready, "/"+banlieuev1.ReasonVMNotRunning) {
+			t.Errorf("%s's migration: spec %+v, annotations %v, phase %s, Ready %s %q; want the VM, no target, the drained Provider, "+
+				"refused VMNotRunning", vm, m.Spec, m.Annotations, m.Status.Phase, ready, msg)
+		}
+	}
+	if len(st.Blocked) != 1 || st.Blocked[0].Name != "l1" || st.Blocked[0].Reason != banlieuev1.ReasonDrainLiveMigrationFailed ||
+		!strings.Contains(st.Blocked[0].Message, banlieuev1.ReasonVMNotRunning) {
+		t.Fatalf("blocked = %+v, want l1 LiveMigrationFailed naming VMNotRunning", st.Blocked)
+	}
+	if m := s.waitMachine(ctx, t, ns, "l1"); m.UID != uids["l1"] || !m.DeletionTimestamp.IsZero() || m.Spec.ProviderRef.Name != "kvm-a" {
+		t.Errorf("l1: machine uid %s on %s, deleting %v; want the original on kvm-a", m.UID, m.Spec.ProviderRef.Name, !m.DeletionTimestamp.IsZero())
+	}
+	s.waitVM(ctx, t, ns, "lr1", "on kvm-b", func(vm *banlieuev1.VirtualMachine) bool {
+		return vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == "kvm-b"
+	})
+	if m := s.waitMachine(ctx, t, ns, "lr1"); m.Spec.ProviderRef.Name != "kvm-b" || m.UID == uids["lr1"] {
+		t.Errorf("lr1: machine on %s (uid %s, was %s), want a new one on kvm-b", m.Spec.ProviderRef.Name, m.UID, uids["lr1"])
+	}
+}
+
 // TestDrainResumesAfterControllerRestart stops the controller in the middle of a drain (one VM
 // at a time) and starts another: the drain goes on from its status and ends Drained, with the
 // count and start of the first.
@@ -200,4 +246,21 @@ func TestDrainResumesAfterControllerRestart(t *testing.T) {
 			t.Errorf("%s's machine is on %s, want kvm-b", name, m.Spec.ProviderRef.Name)
 		}
 	}
+}
+
+// TestDrainLiveAsInstalledAccount runs testDrainLive with the controller acting as its installed
+// ClusterRole (config/rbac/controller/role.yaml): the drain may create the migrations it needs,
+// and nothing more is asked of the role.
+func TestDrainLiveAsInstalledAccount(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	env.BindInstalledClusterRole(ctx, t, "config/rbac/controller/role.yaml", controllerUser)
+	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, controllerUser), testenv.ManagerOptions())
+	if err := Setup(mgr, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	s := &suite{c: env.Client, cfg: env.Config}
+	s.create(ctx, t, guideClass("small", false))
+	s.testDrainLive(ctx, t)
 }

@@ -45,6 +45,21 @@ func names(vs []banlieuev1.DrainVM) []string {
 	return out
 }
 
+// drainMigrationsOf are the drain's migrations of the given "phase[/reason]" by VM key.
+func drainMigrationsOf(phases map[string]banlieuev1.MigrationPhase) map[string]*banlieuev1.VirtualMachineMigration {
+	out := map[string]*banlieuev1.VirtualMachineMigration{}
+	for key, pr := range phases {
+		phase, reason, _ := strings.Cut(string(pr), "/")
+		m := &banlieuev1.VirtualMachineMigration{}
+		m.Status.Phase = banlieuev1.MigrationPhase(phase)
+		if reason != "" {
+			m.Status.Conditions = []metav1.Condition{{Type: banlieuev1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "why"}}
+		}
+		out[key] = m
+	}
+	return out
+}
+
 func TestPlanDrain(t *testing.T) {
 	approved := func(vm *banlieuev1.VirtualMachine) {
 		vm.Annotations = map[string]string{banlieuev1.AnnotationMigrate: "true"}
@@ -68,16 +83,56 @@ func TestPlanDrain(t *testing.T) {
 		prev        *banlieuev1.ProviderDrainStatus
 		vms         []banlieuev1.VirtualMachine
 		now         metav1.Time
+		migs        map[string]banlieuev1.MigrationPhase // phase[/Ready reason] by VM key
 		phase       string
 		wantMoving  []string
 		wantBlocked []string
 	}{
 		{
-			name: "liveOrRecreate is recreated; live is listed, never recreated",
-			max:  4, now: drainT0,
-			vms:        []banlieuev1.VirtualMachine{drainVM("t", "a", "live"), drainVM("t", "b", "liveOrRecreate")},
+			name: "live and liveOrRecreate move live, in the same slots as the others",
+			max:  2, now: drainT0,
+			vms:        []banlieuev1.VirtualMachine{drainVM("t", "a", "live"), drainVM("t", "b", "liveOrRecreate"), drainVM("t", "c", "recreate")},
 			phase:      banlieuev1.DrainDraining,
-			wantMoving: []string{"t/b:"}, wantBlocked: []string{"t/a:MigrationPolicyLive"},
+			wantMoving: []string{"t/a:LiveMigration", "t/b:LiveMigration"}, wantBlocked: []string{},
+		},
+		{
+			name: "a live move under way keeps its slot, whatever its phase",
+			max:  1, now: later,
+			prev:  &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0, Total: 2, Remaining: 2, Moving: moving("a")},
+			vms:   []banlieuev1.VirtualMachine{drainVM("t", "a", "live"), drainVM("t", "b", "recreate")},
+			migs:  map[string]banlieuev1.MigrationPhase{"t/a": banlieuev1.MigrationMigrating},
+			phase: banlieuev1.DrainDraining, wantMoving: []string{"t/a:LiveMigration"}, wantBlocked: []string{},
+		},
+		{
+			name: "a failed live move is listed, never recreated, and frees its slot",
+			max:  1, now: later,
+			prev: &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0, Total: 3, Remaining: 3, Moving: moving("a")},
+			vms:  []banlieuev1.VirtualMachine{drainVM("t", "a", "live"), drainVM("t", "b", "liveOrRecreate"), drainVM("t", "c", "recreate")},
+			migs: map[string]banlieuev1.MigrationPhase{"t/a": banlieuev1.MigrationFailed + "/" + banlieuev1.ReasonMigrationTimeout,
+				"t/b": banlieuev1.MigrationCancelled + "/" + banlieuev1.ReasonMigrationCancelled},
+			phase: banlieuev1.DrainDraining, wantMoving: []string{"t/c:"},
+			wantBlocked: []string{"t/a:LiveMigrationFailed", "t/b:LiveMigrationFailed"},
+		},
+		{
+			name: "liveOrRecreate is recreated only when the live move was refused as impossible",
+			max:  4, now: later,
+			prev: &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0, Total: 4, Remaining: 4, Moving: moving("a", "b", "c", "d")},
+			vms: []banlieuev1.VirtualMachine{drainVM("t", "a", "liveOrRecreate"), drainVM("t", "b", "liveOrRecreate"),
+				drainVM("t", "c", "live"), drainVM("t", "d", "liveOrRecreate")},
+			migs: map[string]banlieuev1.MigrationPhase{"t/a": banlieuev1.MigrationFailed + "/" + banlieuev1.ReasonVMNotRunning,
+				"t/b": banlieuev1.MigrationFailed + "/" + banlieuev1.ReasonLiveMigrationUnsupported,
+				"t/c": banlieuev1.MigrationFailed + "/" + banlieuev1.ReasonVMNotRunning,
+				"t/d": banlieuev1.MigrationFailed + "/" + banlieuev1.ReasonNoHostFits},
+			phase: banlieuev1.DrainDraining, wantMoving: []string{"t/a:LiveMigrationImpossible", "t/b:LiveMigrationImpossible"},
+			wantBlocked: []string{"t/c:LiveMigrationFailed", "t/d:LiveMigrationFailed"},
+		},
+		{
+			name: "a VM its migration moved but not yet handed over stays moving",
+			max:  1, now: later,
+			prev:  &banlieuev1.ProviderDrainStatus{Phase: banlieuev1.DrainDraining, StartedAt: drainT0, Total: 1, Remaining: 1, Moving: moving("a")},
+			vms:   []banlieuev1.VirtualMachine{drainVM("t", "a", "live")},
+			migs:  map[string]banlieuev1.MigrationPhase{"t/a": banlieuev1.MigrationSucceeded},
+			phase: banlieuev1.DrainDraining, wantMoving: []string{"t/a:LiveMigration"}, wantBlocked: []string{},
 		},
 		{name: "empty host is drained at once", max: 1, now: drainT0, phase: banlieuev1.DrainDrained, wantMoving: []string{}, wantBlocked: []string{}},
 		{
@@ -129,7 +184,7 @@ func TestPlanDrain(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := planDrain(drainedProvider(tc.max, tc.prev), tc.vms, tc.now)
+			got := planDrain(drainedProvider(tc.max, tc.prev), tc.vms, drainMigrationsOf(tc.migs), tc.now)
 			if got.Phase != tc.phase {
 				t.Errorf("phase = %s, want %s", got.Phase, tc.phase)
 			}
@@ -147,7 +202,7 @@ func TestPlanDrain(t *testing.T) {
 			}
 		})
 	}
-	if got := planDrain(&banlieuev1.Provider{}, []banlieuev1.VirtualMachine{drainVM("t", "a", "recreate")}, drainT0); got != nil {
+	if got := planDrain(&banlieuev1.Provider{}, []banlieuev1.VirtualMachine{drainVM("t", "a", "recreate")}, nil, drainT0); got != nil {
 		t.Errorf("a Provider without spec.drain has a plan: %+v", got)
 	}
 }
@@ -156,7 +211,7 @@ func TestPlanDrain(t *testing.T) {
 // moving list never exceeds maxConcurrent or holds a VM its policy keeps, the same input gives
 // the same plan, and the drain ends with only the VMs that may not move, each listed.
 func TestPlanDrainProperties(t *testing.T) {
-	policies := []string{"recreate", "automatic", "manual", "never", ""}
+	policies := []string{"recreate", "automatic", "manual", "never", "", "live", "liveOrRecreate"}
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		maxC := int32(1 + rng.IntN(4))
@@ -175,8 +230,8 @@ func TestPlanDrainProperties(t *testing.T) {
 		p := drainedProvider(maxC, nil)
 		now := drainT0
 		for step := 0; ; step++ {
-			plan := planDrain(p, vms, now)
-			if again := planDrain(p, vms, now); !reflect.DeepEqual(plan, again) {
+			plan := planDrain(p, vms, nil, now)
+			if again := planDrain(p, vms, nil, now); !reflect.DeepEqual(plan, again) {
 				t.Fatalf("seed %d step %d: two plans of one input differ", seed, step)
 			}
 			if len(plan.Moving) > int(maxC) {
@@ -213,6 +268,36 @@ func TestPlanDrainProperties(t *testing.T) {
 			}
 			p.Status.Drain = plan
 			now = metav1.NewTime(now.Add(time.Second))
+		}
+	}
+}
+
+// TestDrainMigrationName: one name per VM and drain, another for the next drain of the host.
+func TestDrainMigrationName(t *testing.T) {
+	p := drainedProvider(1, nil)
+	a := drainMigrationName(p, drainT0, "web-1")
+	if again := drainMigrationName(p, drainT0, "web-1"); again != a {
+		t.Errorf("two names for one drain: %s, %s", a, again)
+	}
+	if next := drainMigrationName(p, metav1.NewTime(drainT0.Add(time.Hour)), "web-1"); next == a {
+		t.Errorf("the next drain reuses %s", a)
+	}
+	if other := drainMigrationName(p, drainT0, "web-2"); other == a || !strings.HasPrefix(a, "web-1-drain-") {
+		t.Errorf("names %s and %s", a, other)
+	}
+}
+
+// TestEvictingSkipsLiveMoves: the VM reconciler places afresh (recreates) only a VM the drain
+// moves other than live.
+func TestEvictingSkipsLiveMoves(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{{"", true}, {banlieuev1.ReasonDrainLiveImpossible, true}, {banlieuev1.ReasonDrainMovingLive, false}} {
+		p := drainedProvider(1, &banlieuev1.ProviderDrainStatus{Moving: []banlieuev1.DrainVM{{Namespace: "t", Name: "a", Reason: tc.reason}}})
+		vm := drainVM("t", "a", "liveOrRecreate")
+		if got := evicting(&vm, []banlieuev1.Provider{*p}); got != tc.want {
+			t.Errorf("moving with reason %q: evicting = %v, want %v", tc.reason, got, tc.want)
 		}
 	}
 }

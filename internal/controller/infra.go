@@ -24,6 +24,8 @@ type buildInput struct {
 	// from stays as it was: a rebuilt image is a new volume for new machines, while an existing
 	// machine's disks back onto the one it was created with.
 	Existing client.Object
+	// HeldOff: an export of the VM is Exporting, so its machine is kept powered off.
+	HeldOff bool
 }
 
 // infraView is what the mirror reads of any backend's machine (docs/guides/libvirt-provider.md, "Who does what"), so mirroring does

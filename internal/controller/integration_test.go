@@ -23,6 +23,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/jobbounds"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/userdata"
@@ -35,6 +36,7 @@ const (
 	finalizerLibvirtMachine  = infrav1.FinalizerLibvirtMachine
 	guideProvider            = "libvirt-edge-host-7"
 	waitTimeout              = 20 * time.Second
+	exportBuildNamespace     = "banlieue-imagebuild"
 	guideUserDataRendered    = "#cloud-config\nhostname: web-01\nfqdn: web-01.\npackages: [nginx]\n"
 	guideUserDataPlaceholder = "#cloud-config\nhostname: ${VM_NAME}\nfqdn: ${FQDN}\npackages: [nginx]\n"
 )
@@ -53,12 +55,14 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 	t.Cleanup(cancel)
 
 	mgr := env.NewManager(t)
-	if err := Setup(mgr, Options{}); err != nil {
+	if err := Setup(mgr, Options{Export: ExportJobs{Namespace: exportBuildNamespace, Image: "registry.example/banlieue:test",
+		Bounds: jobbounds.DefaultImport()}}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
 
 	s := &suite{c: env.Client, cfg: env.Config, recorder: mgr.GetEventRecorder("banlieue-controller")}
+	s.namespace(ctx, t, exportBuildNamespace)
 	s.create(ctx, t, guideClass("small", false))
 	s.create(ctx, t, guideClass("small-tpm", true))
 
@@ -74,6 +78,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
 		t.Run("m capacity: too large, spread, cordon", func(t *testing.T) { t.Parallel(); s.testCapacity(ctx, t) })
 		t.Run("o a drain moves what may move and lists the rest", func(t *testing.T) { t.Parallel(); s.testDrain(ctx, t) })
+		t.Run("o a drain moves live VMs with migrations, recreating only what cannot move live", func(t *testing.T) { t.Parallel(); s.testDrainLive(ctx, t) })
 		t.Run("p a live migration is validated, placed and handed to the provider", func(t *testing.T) { t.Parallel(); s.testLiveMigration(ctx, t) })
 		t.Run("n a retired Provider's image rows are removed", func(t *testing.T) { t.Parallel(); s.testRetiredRows(ctx, t) })
 		t.Run("l one event per transition, none for a pass that changes nothing", func(t *testing.T) { t.Parallel(); s.testEvents(ctx, t) })
@@ -84,6 +89,11 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		})
 		t.Run("q an image a vsphere Provider cannot clone is refused by field", func(t *testing.T) { t.Parallel(); s.testVSphereImageRefused(ctx, t) })
 		t.Run("r a raised disk size reaches the machine; a smaller one is refused", func(t *testing.T) { t.Parallel(); s.testDiskSizes(ctx, t) })
+		t.Run("s snapshots reach the machine, within the limit; restores are checked, requested, withdrawn", func(t *testing.T) {
+			t.Parallel()
+			s.testSnapshots(ctx, t)
+		})
+		t.Run("s an export is owned by its VM and refused while the VM runs", func(t *testing.T) { t.Parallel(); s.testExport(ctx, t) })
 		t.Run("j an image-row message as long as the CRD admits reaches the VM's conditions, bounded", func(t *testing.T) {
 			t.Parallel()
 			s.testHugeConditionMessage(ctx, t)

@@ -1,14 +1,12 @@
 package controller
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,18 +22,13 @@ var ErrMissingResolvedImageRef = errors.New("MissingResolvedImageRef")
 const defaultPowerOffTimeout = 2 * time.Minute
 
 var libvirtKind = infraKind{
-	GVK:        infrav1.GroupVersion.WithKind("LibvirtMachine"),
-	newObject:  func() client.Object { return &infrav1.LibvirtMachine{} },
-	newList:    func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
-	build:      func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
-	view:       func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
-	providerOf: func(o client.Object) types.NamespacedName { return o.(*infrav1.LibvirtMachine).ProviderKey() },
-	userDataSecretOf: func(o client.Object) string {
-		if ref := o.(*infrav1.LibvirtMachine).Spec.UserDataSecretRef; ref != nil {
-			return ref.Name
-		}
-		return ""
-	},
+	GVK:              infrav1.GroupVersion.WithKind("LibvirtMachine"),
+	newObject:        func() client.Object { return &infrav1.LibvirtMachine{} },
+	newList:          func() client.ObjectList { return &infrav1.LibvirtMachineList{} },
+	build:            func(in buildInput) (client.Object, error) { return buildLibvirtMachine(in) },
+	view:             func(o client.Object) infraView { return libvirtView(o.(*infrav1.LibvirtMachine)) },
+	providerOf:       func(o client.Object) types.NamespacedName { return o.(*infrav1.LibvirtMachine).ProviderKey() },
+	userDataSecretOf: func(o client.Object) string { return secretName(o.(*infrav1.LibvirtMachine).Spec.UserDataSecretRef) },
 }
 
 // buildLibvirtMachine is the LibvirtMachine of a scheduled VM (docs/guides/libvirt-provider.md, "7. Run a VM"). spec.providerID
@@ -63,37 +56,18 @@ func buildLibvirtMachine(in buildInput) (*infrav1.LibvirtMachine, error) {
 	if firmware == "" {
 		firmware = banlieuev1.FirmwareEFI
 	}
-	power := vm.Spec.DesiredPowerState
-	if power == "" {
-		power = banlieuev1.PoweredOn
+	power, offMode, offTimeout := machinePower(vm)
+	if in.HeldOff {
+		// An export copies the stopped disk (ADR-0157): the VM stays off until the host's copy
+		// exists, its desiredPowerState untouched so the user's wish applies after.
+		power = banlieuev1.PoweredOff
 	}
-	// The VM's defaults are applied by the API server; a VM read before they existed (or built
-	// in a test) gets the same ones here, so the machine never depends on its own defaulting.
-	offMode := cmp.Or(vm.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft)
-	offTimeout := &metav1.Duration{Duration: defaultPowerOffTimeout}
-	if vm.Spec.PowerOffTimeout != nil {
-		offTimeout = vm.Spec.PowerOffTimeout.DeepCopy()
-	}
-	cpus, memory := class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB
-	var diskOverrides []banlieuev1.DiskOverride
-	if o := vm.Spec.HardwareOverride; o != nil {
-		if o.CPUs != nil {
-			cpus = *o.CPUs
-		}
-		if o.MemoryMiB != nil {
-			memory = *o.MemoryMiB
-		}
-		diskOverrides = o.DiskOverrides
-	}
+	cpus, memory, diskOverrides := machineSize(vm, class)
 	nics, err := libvirtNetwork(vm, class, d)
 	if err != nil {
 		return nil, err
 	}
-	var userDataRef *banlieuev1.LocalObjectReference
-	var userDataHash string
-	if in.UserData != nil {
-		userDataRef, userDataHash = &banlieuev1.LocalObjectReference{Name: in.UserData.Name}, in.UserData.Hash
-	}
+	userDataRef, userDataHash := userDataFields(in)
 	return &infrav1.LibvirtMachine{
 		ObjectMeta: machineMeta(vm),
 		Spec: infrav1.LibvirtMachineSpec{

@@ -24,8 +24,9 @@ func liveMigratable(policy string) bool {
 }
 
 // migrationRefusal is why a Pending migration cannot start, by the VM's own state; "" when
-// it may. kind is the VM's machine kind (its Provider's class), "" when unknown.
-func migrationRefusal(vm *banlieuev1.VirtualMachine, kind string) (phase banlieuev1.MigrationPhase, reason, message string) {
+// it may. kind is the VM's machine kind (its Provider's class), "" when unknown; machine its
+// LibvirtMachine, nil when absent.
+func migrationRefusal(vm *banlieuev1.VirtualMachine, kind string, machine *infrav1.LibvirtMachine) (phase banlieuev1.MigrationPhase, reason, message string) {
 	switch {
 	case vm == nil:
 		return banlieuev1.MigrationFailed, banlieuev1.ReasonVMNotFound, ""
@@ -48,7 +49,31 @@ func migrationRefusal(vm *banlieuev1.VirtualMachine, kind string) (phase banlieu
 		return banlieuev1.MigrationFailed, banlieuev1.ReasonVMNotRunning, fmt.Sprintf(
 			"spec.vmName: VirtualMachine %s is not running (phase %s); only a running guest moves live", vm.Name, cmp.Or(string(vm.Status.Phase), "unset"))
 	}
+	if names := snapshotLayers(machine); len(names) > 0 {
+		return banlieuev1.MigrationFailed, banlieuev1.ReasonVMHasSnapshots, fmt.Sprintf(
+			"spec.vmName: VirtualMachine %s keeps snapshot layers on its host (VirtualMachineSnapshots %v): a live move carries "+
+				"the running disks only, and their snapshots' layers would stay behind; delete the snapshots (their layers merge "+
+				"into the disks) and create another migration", vm.Name, names)
+	}
 	return "", "", ""
+}
+
+// snapshotLayers are the snapshots whose layers machine keeps on its host, asked (spec) or
+// recorded by the provider (status), each once.
+func snapshotLayers(machine *infrav1.LibvirtMachine) []string {
+	if machine == nil {
+		return nil
+	}
+	var names []string
+	for _, s := range machine.Spec.Snapshots {
+		names = append(names, s.Name)
+	}
+	for _, s := range machine.Status.Snapshots {
+		if !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
 }
 
 // activeMigration names the migration of a VM that may run: the one already started, else the
@@ -132,8 +157,12 @@ func migrationTarget(in scheduleInput, requested *banlieuev1.MigrationProviderRe
 		}
 		return nil, reason, fmt.Sprintf("no Provider other than %s can hold the VM: %s", endpointName(source), msg)
 	}
-	return &banlieuev1.MigrationEndpoint{ProviderName: d.Provider.Name, ProviderNamespace: d.Provider.Namespace,
-		FailureDomain: d.FailureDomain.Name}, "", ""
+	target := &banlieuev1.MigrationEndpoint{ProviderName: d.Provider.Name, ProviderNamespace: d.Provider.Namespace,
+		FailureDomain: d.FailureDomain.Name}
+	if len(d.ResolvedStorage) > 0 {
+		target.Pool = d.ResolvedStorage[0].BackendID
+	}
+	return target, "", ""
 }
 
 // migrationInput is what one step of a migration is decided from.
@@ -190,7 +219,7 @@ func stepMigration(in migrationInput) banlieuev1.VirtualMachineMigrationStatus {
 			return end(banlieuev1.MigrationCancelled, banlieuev1.ReasonMigrationCancelled,
 				fmt.Sprintf("spec.cancel was set; the provider was asked to stop and the VM runs on Provider %s", endpointName(endpointOrNil(in.VM))))
 		}
-		if phase, reason, msg := migrationRefusal(in.VM, in.MachineKind); reason != "" {
+		if phase, reason, msg := migrationRefusal(in.VM, in.MachineKind, in.Machine); reason != "" {
 			return end(phase, reason, msg)
 		}
 		if in.Active != m.Name {
@@ -277,11 +306,19 @@ func providerReport(machine *infrav1.LibvirtMachine, name string) *infrav1.Libvi
 // machineMigration is what the machine's spec.migration must be for migration m with status
 // st, given what it is now (cur): the request while m runs; the request with abort while m
 // ended Failed or Cancelled but the provider reports the move under way; nil once nothing is
-// under way. A request of another migration is left alone (keep reports so).
+// under way. A request of another migration, or one the provider reported Succeeded (for the
+// handover), is left alone (keep reports so).
 func machineMigration(m *banlieuev1.VirtualMachineMigration, st *banlieuev1.VirtualMachineMigrationStatus,
 	machine *infrav1.LibvirtMachine, deleting bool) (want *infrav1.LibvirtMachineMigration, keep bool) {
 	cur := machine.Spec.Migration
 	if cur != nil && cur.MigrationName != m.Name {
+		return nil, true
+	}
+	if r := providerReport(machine, m.Name); cur != nil && r != nil && r.Phase == infrav1.MachineMigrationSucceeded {
+		// The domain runs on the target and the source keeps nothing of it: withdrawn alone,
+		// the request would leave the machine its source Provider's, whose provider would make
+		// a new domain over new, empty volumes. Only the handover, the one update that also
+		// moves providerRef (ADR-0154), removes it.
 		return nil, true
 	}
 	started := st.Target != nil && st.StartedAt != nil
@@ -289,7 +326,8 @@ func machineMigration(m *banlieuev1.VirtualMachineMigration, st *banlieuev1.Virt
 		return nil, cur == nil
 	}
 	req := &infrav1.LibvirtMachineMigration{MigrationName: m.Name, TargetFailureDomain: st.Target.FailureDomain,
-		TargetProvider: infrav1.ProviderReference{Name: st.Target.ProviderName, Namespace: st.Target.ProviderNamespace}}
+		TargetProvider: infrav1.ProviderReference{Name: st.Target.ProviderName, Namespace: st.Target.ProviderNamespace},
+		TargetPool:     st.Target.Pool}
 	underway := false
 	if r := providerReport(machine, m.Name); r != nil {
 		underway = r.Phase == infrav1.MachineMigrationPreparingTarget || r.Phase == infrav1.MachineMigrationMigrating

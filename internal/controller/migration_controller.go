@@ -73,6 +73,13 @@ func (r *migrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, err
 		}
 	}
+	// The domain runs on the target alone: the placement and the machine follow it, whatever
+	// became of the migration meanwhile (cancelled, deleted).
+	if in.Machine != nil && in.VM != nil && handoverDue(&m, in.Machine) {
+		if err := r.handover(ctx, in.VM, in.Machine); err != nil {
+			return ctrl.Result{}, fmt.Errorf("migration %s/%s: the handover: %w", m.Namespace, m.Name, err)
+		}
+	}
 	next := m.Status
 	if !deleting {
 		next = stepMigration(in)
@@ -93,6 +100,7 @@ func (r *migrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if err := ssa.ApplyStatus(ctx, r.client, &m, &next, banlieuev1.FieldManagerController); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		recordMigrationEnd(&m, &m.Status, &next)
 	}
 	if next.Phase.Final() {
 		// Nothing holds a final migration: its request is withdrawn above.
@@ -117,7 +125,7 @@ func (r *migrationReconciler) decideTarget(ctx context.Context, in *migrationInp
 		return fmt.Errorf("migration %s/%s: listing the migrations of VirtualMachine %s: %w", m.Namespace, m.Name, m.Spec.VMName, err)
 	}
 	in.Active = activeMigration(siblings.Items)
-	if _, reason, _ := migrationRefusal(in.VM, in.MachineKind); reason != "" || in.Active != m.Name || m.Spec.Cancel {
+	if _, reason, _ := migrationRefusal(in.VM, in.MachineKind, in.Machine); reason != "" || in.Active != m.Name || m.Spec.Cancel {
 		return nil
 	}
 	vmIn, err := r.vms.readInputs(ctx, in.VM)

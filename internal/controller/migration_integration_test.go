@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,6 +162,60 @@ func (s *suite) testLiveMigration(ctx context.Context, t *testing.T) {
 	})
 	if m := s.waitMachine(ctx, t, ns, "lm1"); m.Spec.ProviderRef.Name != "kvm-a" {
 		t.Errorf("lm1's machine is on %s, want kvm-a: the provider never moved it", m.Spec.ProviderRef.Name)
+	}
+	s.testHandover(ctx, t, ns)
+}
+
+// testHandover: lm1 moves to kvm-b while kvm-a drains; the provider (the suite) reports the
+// move Succeeded with its timings: the controller hands the machine over in one update (the
+// request gone, providerRef, pool and failure domain the target's), moves the VM's placement
+// there with its resolved mappings, so the VM reconciler sees no drift and never recreates the
+// machine; the migration ends Succeeded with the timings and the drain ends Drained.
+func (s *suite) testHandover(ctx context.Context, t *testing.T, ns string) {
+	before := s.waitMachine(ctx, t, ns, "lm1")
+	s.create(ctx, t, migrationOf(ns, "mv4", "lm1", func(m *banlieuev1.VirtualMachineMigration) {
+		m.Spec.TargetProvider = &banlieuev1.MigrationProviderReference{Name: "kvm-b"}
+	}))
+	asked := s.waitMachineWhere(ctx, t, ns, "lm1", "asked to move for mv4", func(m *infrav1.LibvirtMachine) bool {
+		return m.Spec.Migration != nil && m.Spec.Migration.MigrationName == "mv4"
+	})
+	if asked.Spec.Migration.TargetPool == "" {
+		t.Errorf("mv4's request %+v: want the target's pool", asked.Spec.Migration)
+	}
+	s.patchProvider(ctx, t, ns, "kvm-a", func(p *banlieuev1.Provider) {
+		p.Spec.Unschedulable = true
+		p.Spec.Drain = &banlieuev1.ProviderDrain{}
+	})
+	s.reportMove(ctx, t, ns, "lm1", &infrav1.LibvirtMachineMigrationStatus{MigrationName: "mv4", Phase: infrav1.MachineMigrationMigrating})
+	s.reportMove(ctx, t, ns, "lm1", &infrav1.LibvirtMachineMigrationStatus{MigrationName: "mv4", Phase: infrav1.MachineMigrationSucceeded,
+		TotalMilliseconds: ptr.To[int64](9000), DowntimeMilliseconds: ptr.To[int64](250)})
+	after := s.waitMachineWhere(ctx, t, ns, "lm1", "handed over to kvm-b", func(m *infrav1.LibvirtMachine) bool {
+		return m.Spec.Migration == nil && m.Spec.ProviderRef != nil && m.Spec.ProviderRef.Name == "kvm-b"
+	})
+	if after.UID != before.UID || !after.DeletionTimestamp.IsZero() || after.Spec.Pool != asked.Spec.Migration.TargetPool ||
+		after.Spec.FailureDomain != asked.Spec.Migration.TargetFailureDomain {
+		t.Errorf("after the handover: uid %s (was %s), deleting %v, pool %s, failure domain %s; want the same machine in %s/%s",
+			after.UID, before.UID, !after.DeletionTimestamp.IsZero(), after.Spec.Pool, after.Spec.FailureDomain,
+			asked.Spec.Migration.TargetPool, asked.Spec.Migration.TargetFailureDomain)
+	}
+	s.waitVM(ctx, t, ns, "lm1", "placed on kvm-b without drift", func(vm *banlieuev1.VirtualMachine) bool {
+		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionPlacementValid)
+		return vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == "kvm-b" && len(vm.Status.Scheduled.ResolvedStorage) > 0 &&
+			vm.Status.Scheduled.ResolvedStorage[0].BackendID == after.Spec.Pool && c != nil && c.Status == metav1.ConditionTrue
+	})
+	mv := s.waitMigration(ctx, t, ns, "mv4", "Succeeded", func(m *banlieuev1.VirtualMachineMigration) bool {
+		return m.Status.Phase == banlieuev1.MigrationSucceeded
+	})
+	if ptr.Deref(mv.Status.TotalMilliseconds, 0) != 9000 || ptr.Deref(mv.Status.DowntimeMilliseconds, 0) != 250 {
+		t.Errorf("mv4: total %v downtime %v, want 9000 and 250", mv.Status.TotalMilliseconds, mv.Status.DowntimeMilliseconds)
+	}
+	s.drainStatus(ctx, t, ns, "Drained once lm1 moved", func(st *banlieuev1.ProviderDrainStatus) bool {
+		return st.Phase == banlieuev1.DrainDrained || st.Remaining == 0 && len(st.Blocked) == 0
+	})
+	// Passes later, the machine is still the one that moved: never recreated.
+	time.Sleep(3 * time.Second)
+	if m := s.waitMachine(ctx, t, ns, "lm1"); m.UID != before.UID || !m.DeletionTimestamp.IsZero() || m.Spec.ProviderRef.Name != "kvm-b" {
+		t.Errorf("lm1's machine after the handover: uid %s on %s, deleting %v; want the moved one on kvm-b", m.UID, m.Spec.ProviderRef.Name, !m.DeletionTimestamp.IsZero())
 	}
 }
 

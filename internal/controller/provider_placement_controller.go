@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,7 +79,11 @@ func (r *providerPlacementReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		}
 	}
 	now := metav1.Now()
-	next := planDrain(&p, draining, now)
+	migrations, err := r.drainMigrations(ctx, &p, draining, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	next := planDrain(&p, draining, migrations, now)
 	allocated := allocatedOn(&p, vms.Items, classes)
 	if !equality.Semantic.DeepEqual(p.Status.Drain, next) || !equality.Semantic.DeepEqual(p.Status.Allocated, allocated) {
 		// Only the controller's fields are sent: the rest of the status is the provider's and the operator's.
@@ -90,6 +95,9 @@ func (r *providerPlacementReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	if next == nil {
 		return ctrl.Result{}, nil
+	}
+	if err := r.createDrainMigrations(ctx, &p, next, migrations); err != nil {
+		return ctrl.Result{}, err
 	}
 	if d := nextDrainRetry(next, now.Time); d > 0 {
 		return ctrl.Result{RequeueAfter: d}, nil
@@ -143,4 +151,67 @@ func providerOfVM(_ context.Context, o client.Object) []reconcile.Request {
 	}
 	s := vm.Status.Scheduled
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cmp.Or(s.ProviderNamespace, vm.Namespace), Name: s.ProviderName}}}
+}
+
+// drainMigrations reads the VirtualMachineMigration the drain of p created (or will create)
+// for each live-movable VM in vms, by drainKey; absent ones are left out.
+func (r *providerPlacementReconciler) drainMigrations(ctx context.Context, p *banlieuev1.Provider, vms []banlieuev1.VirtualMachine,
+	now metav1.Time) (map[string]*banlieuev1.VirtualMachineMigration, error) {
+	out := map[string]*banlieuev1.VirtualMachineMigration{}
+	if p.Spec.Drain == nil {
+		return out, nil
+	}
+	startedAt := now
+	if p.Status.Drain != nil {
+		startedAt = p.Status.Drain.StartedAt
+	}
+	for i := range vms {
+		vm := &vms[i]
+		if !liveMigratable(vm.Spec.MigrationPolicy) {
+			continue
+		}
+		var m banlieuev1.VirtualMachineMigration
+		key := client.ObjectKey{Namespace: vm.Namespace, Name: drainMigrationName(p, startedAt, vm.Name)}
+		switch err := r.client.Get(ctx, key, &m); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("drain of Provider %s/%s: reading VirtualMachineMigration %s: %w", p.Namespace, p.Name, key, err)
+		default:
+			out[drainKey(vm.Namespace, vm.Name)] = &m
+		}
+	}
+	return out, nil
+}
+
+// createDrainMigrations creates the VirtualMachineMigration of each VM next moves live that
+// has none yet. The migration has no target: the scheduler chooses one, never the drained
+// (cordoned) Provider.
+func (r *providerPlacementReconciler) createDrainMigrations(ctx context.Context, p *banlieuev1.Provider, next *banlieuev1.ProviderDrainStatus,
+	existing map[string]*banlieuev1.VirtualMachineMigration) error {
+	for _, v := range next.Moving {
+		if v.Reason != banlieuev1.ReasonDrainMovingLive || existing[drainKey(v.Namespace, v.Name)] != nil {
+			continue
+		}
+		m := &banlieuev1.VirtualMachineMigration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: drainMigrationName(p, next.StartedAt, v.Name),
+				Annotations: map[string]string{banlieuev1.AnnotationDrainedProvider: p.Namespace + "/" + p.Name}},
+			Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: v.Name},
+		}
+		if err := r.client.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("drain of Provider %s/%s: creating VirtualMachineMigration %s/%s: %w", p.Namespace, p.Name, m.Namespace, m.Name, err)
+		}
+		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonDrainMoving, "Drain",
+			"created VirtualMachineMigration %s/%s to move VirtualMachine %s/%s live", m.Namespace, m.Name, v.Namespace, v.Name)
+	}
+	return nil
+}
+
+// providerOfMigration enqueues the Provider a migration moves its VM away from, so a drain
+// sees its migrations end.
+func providerOfMigration(_ context.Context, o client.Object) []reconcile.Request {
+	m, ok := o.(*banlieuev1.VirtualMachineMigration)
+	if !ok || m.Status.Source == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: m.Status.Source.ProviderNamespace, Name: m.Status.Source.ProviderName}}}
 }

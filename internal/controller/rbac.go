@@ -15,9 +15,15 @@ package controller
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages;vmclasses;providers,verbs=get;list;watch
 // VirtualMachineMigrations are read, their finalizer patched and their status written; the
 // controller never creates them (users do). LibvirtMachines' spec.migration is patched with the rest.
-// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinemigrations/finalizers,verbs=update
+// VirtualMachineSnapshots and VirtualMachineRestores likewise: read, their finalizer and owner
+// reference (the VM) patched, their status written; never created. LibvirtMachines'
+// spec.snapshots and spec.restore are patched with the rest.
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinesnapshots;virtualmachinerestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinesnapshots/status;virtualmachinerestores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=banlieue.io,resources=virtualmachinesnapshots/finalizers;virtualmachinerestores/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=update;patch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=banlieue.io,resources=vmimages/status;providers/status,verbs=get;update;patch

@@ -207,12 +207,24 @@ func schedule(in scheduleInput) (decision, error) {
 	}
 	used := allocations(in.VM, append(slices.Clip(siblings), in.Elsewhere...), in.Classes)
 	fits := make([]fit, len(allowed))
-	var room []int
+	var (
+		room    []int
+		noSpace rejectReasons
+	)
 	for i, c := range allowed {
 		fits[i] = fitOf(c, used)
-		if fits[i].holds(need) {
-			room = append(room, i)
+		if !fits[i].holds(need) {
+			continue
 		}
+		if why := datastoreShortfall(datastoreNeed(in.VM, in.Class, c.provider), c.fd); why != "" {
+			noSpace.add(fmt.Sprintf("%s/%s: %s", providerLabel(in.VM, c.provider), c.fd.Name, why))
+			continue
+		}
+		room = append(room, i)
+	}
+	if len(room) == 0 && len(noSpace.kept) > 0 {
+		return decision{}, &scheduleError{banlieuev1.ReasonInsufficientCapacity,
+			"no failure domain with room for the VM's CPUs and memory has the datastore space for its disks: " + noSpace.String()}
 	}
 	if len(room) == 0 {
 		return decision{}, insufficient(in.VM, in.Class, need, allowed, fits)

@@ -43,6 +43,8 @@ type Options struct {
 	Namespace string
 	// Workers is how many objects each controller reconciles at once (--workers); zero means one.
 	Workers int
+	// Export configures the export Jobs; without an image, exports of stopped VMs wait.
+	Export ExportJobs
 }
 
 // Setup registers the VirtualMachine, VMImage, Provider-in-use and Provider-drain controllers
@@ -64,6 +66,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		{&banlieuev1.VirtualMachine{}, placedOnIndex, placedOnKey},
 		{&banlieuev1.VirtualMachineMigration{}, migrationVMIndex, func(o client.Object) []string {
 			return []string{o.(*banlieuev1.VirtualMachineMigration).Spec.VMName}
+		}},
+		{&banlieuev1.VirtualMachineSnapshot{}, snapshotVMIndex, func(o client.Object) []string {
+			return []string{o.(*banlieuev1.VirtualMachineSnapshot).Spec.VMName}
 		}},
 	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
@@ -88,6 +93,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&banlieuev1.VMImage{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(imageRefIndex))).
 		Watches(&banlieuev1.VMClass{}, handler.EnqueueRequestsFromMapFunc(vms.byIndex(classRefIndex))).
 		Watches(&banlieuev1.Provider{}, vms.providerHandler()).
+		// An export's phase holds its VM off while it copies (exportHolds).
+		Watches(&banlieuev1.VirtualMachineExport{}, handler.EnqueueRequestsFromMapFunc(vmOfExport), inScope).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(vms.byNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(app.ControllerOptions(opts.Workers))
@@ -115,6 +122,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 
 	initReadyMetrics()
+	initMigrationMetrics()
 	// A second Setup in one process (tests) keeps the first collector rather than failing.
 	var already prometheus.AlreadyRegisteredError
 	if err := metrics.Registry.Register(newVMPhaseCollector(mgr.GetClient(), opts.Namespace)); err != nil && !errors.As(err, &already) {
@@ -136,6 +144,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named("provider-placement").
 		For(&banlieuev1.Provider{}, inScope).
 		Watches(&banlieuev1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(providerOfVM), inScope).
+		Watches(&banlieuev1.VirtualMachineMigration{}, handler.EnqueueRequestsFromMapFunc(providerOfMigration), inScope).
 		WithOptions(app.ControllerOptions(opts.Workers)).
 		Complete(&providerPlacementReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("banlieue-controller"), namespace: opts.Namespace}); err != nil {
 		return fmt.Errorf("creating provider-placement controller: %w", err)
@@ -155,6 +164,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Complete(&migrationReconciler{client: mgr.GetClient(), vms: &virtualMachineReconciler{client: mgr.GetClient(),
 			apiReader: mgr.GetAPIReader()}}); err != nil {
 		return fmt.Errorf("creating virtualmachinemigration controller: %w", err)
+	}
+	if err := setupSnapshots(mgr, inScope, opts); err != nil {
+		return err
+	}
+	if err := setupExports(mgr, opts, inScope); err != nil {
+		return fmt.Errorf("creating virtualmachineexport controller: %w", err)
 	}
 	if err := setupCAPIPlacement(mgr); err != nil {
 		return fmt.Errorf("setting up the Cluster API machine placement: %w", err)

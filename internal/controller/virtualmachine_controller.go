@@ -200,7 +200,11 @@ func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.V
 		return app.RequeueDefault, r.drifted(ctx, vm, status, kind, existing, drift, next)
 	}
 
-	build := buildInput{VM: vm, Class: &in.class, Image: &in.image, Decision: d}
+	held, err := r.heldByExport(ctx, vm)
+	if err != nil {
+		return 0, err
+	}
+	build := buildInput{VM: vm, Class: &in.class, Image: &in.image, Decision: d, HeldOff: held}
 	if exists {
 		build.Existing = existing
 	}
@@ -225,6 +229,30 @@ func (r *virtualMachineReconciler) realise(ctx context.Context, vm *banlieuev1.V
 	status.Scheduled = stamped(status.Scheduled, next)
 	status.InfrastructureRef = infrastructureRef(kind, vm)
 	return convergedRequeue(vm), nil
+}
+
+// heldByExport reports whether an export of vm is copying its disk (phase Exporting), which
+// holds the VM off.
+func (r *virtualMachineReconciler) heldByExport(ctx context.Context, vm *banlieuev1.VirtualMachine) (bool, error) {
+	// Filtered here rather than by the cache's index, so that a pass with an uncached client
+	// (the API server has no field selector for it) reads the same; a namespace holds few exports.
+	var exports banlieuev1.VirtualMachineExportList
+	if err := r.client.List(ctx, &exports, client.InNamespace(vm.Namespace)); err != nil {
+		return false, fmt.Errorf("listing the VM's VirtualMachineExports: %w", err)
+	}
+	return exportHolds(vm.Name, exports.Items), nil
+}
+
+// exportHolds reports whether one of the exports of the VM named vm holds it off: one in phase
+// Exporting.
+func exportHolds(vm string, exports []banlieuev1.VirtualMachineExport) bool {
+	for i := range exports {
+		if exports[i].Spec.VirtualMachineName == vm && exports[i].DeletionTimestamp.IsZero() &&
+			exports[i].Status.Phase == banlieuev1.ExportExporting {
+			return true
+		}
+	}
+	return false
 }
 
 // readInputs reads the VM's class, image, the Providers it may go to (its namespace's and the

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,18 +15,13 @@ import (
 )
 
 var vsphereKind = infraKind{
-	GVK:        infrav1.GroupVersion.WithKind("VSphereMachine"),
-	newObject:  func() client.Object { return &infrav1.VSphereMachine{} },
-	newList:    func() client.ObjectList { return &infrav1.VSphereMachineList{} },
-	build:      func(in buildInput) (client.Object, error) { return buildVSphereMachine(in) },
-	view:       func(o client.Object) infraView { return vsphereView(o.(*infrav1.VSphereMachine)) },
-	providerOf: func(o client.Object) types.NamespacedName { return o.(*infrav1.VSphereMachine).ProviderKey() },
-	userDataSecretOf: func(o client.Object) string {
-		if ref := o.(*infrav1.VSphereMachine).Spec.UserDataSecretRef; ref != nil {
-			return ref.Name
-		}
-		return ""
-	},
+	GVK:              infrav1.GroupVersion.WithKind("VSphereMachine"),
+	newObject:        func() client.Object { return &infrav1.VSphereMachine{} },
+	newList:          func() client.ObjectList { return &infrav1.VSphereMachineList{} },
+	build:            func(in buildInput) (client.Object, error) { return buildVSphereMachine(in) },
+	view:             func(o client.Object) infraView { return vsphereView(o.(*infrav1.VSphereMachine)) },
+	providerOf:       func(o client.Object) types.NamespacedName { return o.(*infrav1.VSphereMachine).ProviderKey() },
+	userDataSecretOf: func(o client.Object) string { return secretName(o.(*infrav1.VSphereMachine).Spec.UserDataSecretRef) },
 }
 
 // buildVSphereMachine is the VSphereMachine of a scheduled VM (docs/guides/vsphere-provider.md,
@@ -53,17 +47,7 @@ func buildVSphereMachine(in buildInput) (*infrav1.VSphereMachine, error) {
 	if len(nics) != len(d.ResolvedNetworks) {
 		return nil, fmt.Errorf("VMClass %s has %d interface(s) but %d network(s) were resolved", class.Name, len(nics), len(d.ResolvedNetworks))
 	}
-	cpus, memory := class.Spec.Hardware.CPUs, class.Spec.Hardware.MemoryMiB
-	var diskOverrides []banlieuev1.DiskOverride
-	if o := vm.Spec.HardwareOverride; o != nil {
-		if o.CPUs != nil {
-			cpus = *o.CPUs
-		}
-		if o.MemoryMiB != nil {
-			memory = *o.MemoryMiB
-		}
-		diskOverrides = o.DiskOverrides
-	}
+	cpus, memory, diskOverrides := machineSize(vm, class)
 	out := make([]infrav1.VSphereDisk, 0, len(disks))
 	for i, disk := range disks {
 		size := disk.SizeGiB
@@ -81,15 +65,8 @@ func buildVSphereMachine(in buildInput) (*infrav1.VSphereMachine, error) {
 			IPAM:      interfaceIPAM(vm, nic, networkMapping(d.Provider, nic.NetworkClass)),
 		})
 	}
-	offTimeout := &metav1.Duration{Duration: defaultPowerOffTimeout}
-	if vm.Spec.PowerOffTimeout != nil {
-		offTimeout = vm.Spec.PowerOffTimeout.DeepCopy()
-	}
-	var userDataRef *banlieuev1.LocalObjectReference
-	var userDataHash string
-	if in.UserData != nil {
-		userDataRef, userDataHash = &banlieuev1.LocalObjectReference{Name: in.UserData.Name}, in.UserData.Hash
-	}
+	power, offMode, offTimeout := machinePower(vm)
+	userDataRef, userDataHash := userDataFields(in)
 	return &infrav1.VSphereMachine{
 		ObjectMeta: machineMeta(vm),
 		Spec: infrav1.VSphereMachineSpec{
@@ -105,8 +82,8 @@ func buildVSphereMachine(in buildInput) (*infrav1.VSphereMachine, error) {
 			Network:           adapters,
 			UserDataSecretRef: userDataRef,
 			UserDataHash:      userDataHash,
-			DesiredPowerState: cmp.Or(vm.Spec.DesiredPowerState, banlieuev1.PoweredOn),
-			PowerOffMode:      cmp.Or(vm.Spec.PowerOffMode, banlieuev1.PowerOffTrySoft),
+			DesiredPowerState: power,
+			PowerOffMode:      offMode,
 			PowerOffTimeout:   offTimeout,
 			NextRestartTime:   vm.Spec.NextRestartTime.DeepCopy(),
 		},

@@ -29,6 +29,19 @@ func importName(workload string) string {
 	return workload + "-import"
 }
 
+// ExportAccountName names the Provider's export ServiceAccount, in the build namespace, and the
+// Role and RoleBinding that grant it this Provider's credentials, from the workload's name
+// (WorkloadName): the export controller runs a Provider's export Jobs as it.
+func ExportAccountName(workload string) string {
+	return workload + "-export"
+}
+
+// WorkloadName is the name of the workload of a Provider under a class (workloadName), for the
+// controllers that name its accounts.
+func WorkloadName(class, providerNamespace, provider string) string {
+	return workloadName(class, providerNamespace, provider)
+}
+
 // buildName names the Role and RoleBinding that carry the class's additionalRules into the build
 // namespace, where the provider creates its import Jobs.
 func buildName(workload string) string {

@@ -117,7 +117,7 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 		}
 	}
 	for i := range vsphereMachines.Items {
-		if m := &vsphereMachines.Items[i]; m.Spec.UserDataSecretRef != nil {
+		if m := &vsphereMachines.Items[i]; m.Spec.UserDataSecretRef != nil || capi.OwnerMachine(m) != nil {
 			if err := readLabels(m.Namespace); err != nil {
 				return nil, err
 			}
@@ -131,7 +131,7 @@ func (r *providerReconciler) machineUserDataGrants(ctx context.Context, p *banli
 		slices.Sort(merged)
 		grants[ns] = slices.Compact(merged)
 	}
-	if err := r.bootstrapGrants(ctx, p, present, nsLabels, grants); err != nil {
+	if err := r.bootstrapGrants(ctx, p, capiInfraMachines(present, vspherePresent), nsLabels, grants); err != nil {
 		return nil, err
 	}
 	return grants, r.withoutForeignGrants(ctx, p, name, grants)
@@ -223,7 +223,7 @@ var userDataRefChanged = predicate.Funcs{
 
 // machineOwnerUID is the UID of m's Cluster API Machine controller, empty without one: the
 // Machine taking a LibvirtMachine over changes its Provider's bootstrap grants.
-func machineOwnerUID(m *infrav1.LibvirtMachine) types.UID {
+func machineOwnerUID(m metav1.Object) types.UID {
 	if ref := capi.OwnerMachine(m); ref != nil {
 		return ref.UID
 	}

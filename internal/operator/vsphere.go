@@ -38,13 +38,14 @@ func providerOfVSphereMachine(_ context.Context, o client.Object) []reconcile.Re
 }
 
 // vsphereUserDataRefChanged passes a VSphereMachine's creation and deletion, and an update that
-// sets or clears its user-data reference or moves it to another Provider.
+// sets or clears its user-data reference, moves it to another Provider or changes the Cluster API
+// Machine that controls it (whose bootstrap data Secret is granted).
 var vsphereUserDataRefChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		old, oldOK := e.ObjectOld.(*infrav1.VSphereMachine)
 		cur, curOK := e.ObjectNew.(*infrav1.VSphereMachine)
 		return !oldOK || !curOK || (old.Spec.UserDataSecretRef == nil) != (cur.Spec.UserDataSecretRef == nil) ||
-			old.ProviderKey() != cur.ProviderKey()
+			old.ProviderKey() != cur.ProviderKey() || machineOwnerUID(old) != machineOwnerUID(cur)
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }

@@ -20,11 +20,18 @@ type workload struct {
 	// importAccount is the Provider's own import Job identity, in the build namespace: one per
 	// Provider, so an import pod can read this Provider's credentials and no other's
 	// (docs/security.md, "Import Jobs: one account per Provider, pinned at admission").
-	importAccount      *corev1ac.ServiceAccountApplyConfiguration
-	role               *rbacv1ac.RoleApplyConfiguration
-	roleBinding        *rbacv1ac.RoleBindingApplyConfiguration
-	importRole         *rbacv1ac.RoleApplyConfiguration
-	importRoleBinding  *rbacv1ac.RoleBindingApplyConfiguration
+	importAccount     *corev1ac.ServiceAccountApplyConfiguration
+	role              *rbacv1ac.RoleApplyConfiguration
+	roleBinding       *rbacv1ac.RoleBindingApplyConfiguration
+	importRole        *rbacv1ac.RoleApplyConfiguration
+	importRoleBinding *rbacv1ac.RoleBindingApplyConfiguration
+	// exportAccount is the Provider's export Job identity, in the build namespace, with its own
+	// Role and RoleBinding in the Provider's namespace: the same reads as the import account's,
+	// this Provider's and its credentials, kept apart so the two can change apart
+	// (docs/adr/0157-vm-export-flattened-copy-of-a-stopped-disk.md).
+	exportAccount      *corev1ac.ServiceAccountApplyConfiguration
+	exportRole         *rbacv1ac.RoleApplyConfiguration
+	exportRoleBinding  *rbacv1ac.RoleBindingApplyConfiguration
 	buildRole          *rbacv1ac.RoleApplyConfiguration
 	buildRoleBinding   *rbacv1ac.RoleBindingApplyConfiguration
 	clusterRoleBinding *rbacv1ac.ClusterRoleBindingApplyConfiguration
@@ -58,7 +65,7 @@ func workloadNamespace(p *banlieuev1.Provider, class *banlieuev1.ProviderClass) 
 // (userDataGrants).
 func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, opts Options, userDataGrants map[string][]string) workload {
 	name := workloadName(class.Name, p.Namespace, p.Name)
-	imp, build := importName(name), buildName(name)
+	imp, exp, build := importName(name), ExportAccountName(name), buildName(name)
 	wns := workloadNamespace(p, class)
 	lbls, ann := workloadLabels(p, class), workloadAnnotations(p)
 	sa := rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(name).WithNamespace(wns)
@@ -75,6 +82,12 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 		importRoleBinding: withOwner(rbacv1ac.RoleBinding(imp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
 			WithRoleRef(roleRef("Role", imp)).
 			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(imp).WithNamespace(opts.BuildNamespace)),
+		exportAccount: withOwner(corev1ac.ServiceAccount(exp, opts.BuildNamespace).WithLabels(lbls).WithAnnotations(ann), p, opts.BuildNamespace),
+		exportRole: withOwner(rbacv1ac.Role(exp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
+			WithRules(policyRules(importRoleRules(p))...),
+		exportRoleBinding: withOwner(rbacv1ac.RoleBinding(exp, p.Namespace).WithLabels(lbls).WithAnnotations(ann), p, p.Namespace).
+			WithRoleRef(roleRef("Role", exp)).
+			WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(exp).WithNamespace(opts.BuildNamespace)),
 		// The class's additionalRules apply where the import Jobs live. Owner references cannot
 		// cross namespaces, so these are pruned and cleaned up by workloadOwner like the other
 		// cross-namespace objects.
@@ -103,7 +116,7 @@ func desiredWorkload(p *banlieuev1.Provider, class *banlieuev1.ProviderClass, op
 // before the Deployment, so its pods never start without their permissions.
 func (w workload) objects() []applyObject {
 	objs := []applyObject{w.serviceAccount, w.importAccount, w.role, w.roleBinding, w.importRole, w.importRoleBinding,
-		w.buildRole, w.buildRoleBinding, w.clusterRoleBinding}
+		w.exportAccount, w.exportRole, w.exportRoleBinding, w.buildRole, w.buildRoleBinding, w.clusterRoleBinding}
 	return append(append(objs, w.userData...), w.service, w.deployment)
 }
 

@@ -65,6 +65,9 @@ func TestWorkloadObjects(t *testing.T) {
 				{"RoleBinding", "banlieue-system", wl, true},
 				{"Role", "banlieue-system", wl + "-import", true},
 				{"RoleBinding", "banlieue-system", wl + "-import", true},
+				{"ServiceAccount", "banlieue-imagebuild", wl + "-export", false},
+				{"Role", "banlieue-system", wl + "-export", true},
+				{"RoleBinding", "banlieue-system", wl + "-export", true},
 				{"Role", "banlieue-imagebuild", wl + "-build", false},
 				{"RoleBinding", "banlieue-imagebuild", wl + "-build", false},
 				{"ClusterRoleBinding", "", wl, false},
@@ -85,6 +88,14 @@ func TestWorkloadObjects(t *testing.T) {
 				irb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-import"}) {
 				t.Errorf("import RoleBinding %+v %+v", irb.Subjects, irb.RoleRef)
 			}
+			erb := decode[rbacv1.RoleBinding](t, w.exportRoleBinding)
+			if !reflect.DeepEqual(erb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: wl + "-export", Namespace: "banlieue-imagebuild"}}) ||
+				erb.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: wl + "-export"}) {
+				t.Errorf("export RoleBinding %+v %+v", erb.Subjects, erb.RoleRef)
+			}
+			if er := decode[rbacv1.Role](t, w.exportRole); !reflect.DeepEqual(er.Rules, importRoleRules(p)) {
+				t.Errorf("export Role rules %+v, want the Provider and its credentials by name alone: %+v", er.Rules, importRoleRules(p))
+			}
 			br := decode[rbacv1.Role](t, w.buildRole)
 			brb := decode[rbacv1.RoleBinding](t, w.buildRoleBinding)
 			if !reflect.DeepEqual(br.Rules, RBACRules(libvirtClass().Spec.AdditionalRules)) ||
@@ -102,7 +113,7 @@ func TestWorkloadObjects(t *testing.T) {
 				svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort != intstr.FromString("console") {
 				t.Errorf("console Service %+v: the relay reaches the provider pods' console port through it", svc.Spec)
 			}
-			if len(keepSet(w)) != 11 {
+			if len(keepSet(w)) != 14 {
 				t.Errorf("keep set %v", keepSet(w))
 			}
 		})

@@ -21,6 +21,13 @@ const maxHole = 1 << 62
 // sends holes as holes and they are recreated by seeking, so they are never allocated.
 // Other writers receive every byte, zeros included. progress may be nil.
 func (c *Client) StorageVolDownload(ctx context.Context, v StorageVol, w io.Writer, progress Progress) (int64, error) {
+	return c.StorageVolDownloadObserved(ctx, v, w, DownloadOptions{Progress: progress})
+}
+
+// StorageVolDownloadObserved is StorageVolDownload bounded by o.Limit and telling o.Observer
+// what arrives (downloadopts.go).
+func (c *Client) StorageVolDownloadObserved(ctx context.Context, v StorageVol, w io.Writer, o DownloadOptions) (int64, error) {
+	progress := o.Progress
 	file, sparse := w.(*os.File)
 	var flags uint32
 	if sparse {
@@ -61,8 +68,14 @@ func (c *Client) StorageVolDownload(ctx context.Context, v StorageVol, w io.Writ
 			}
 			return done, s.finish(ctx)
 		case f.h.Type == wire.Stream && f.h.Status == wire.Continue:
+			if err := o.admit(done, int64(len(f.payload))); err != nil {
+				return done, fmt.Errorf("libvirt: download of volume %s: %w", v.Name, err)
+			}
 			if _, err := w.Write(f.payload); err != nil {
 				return done, fmt.Errorf("libvirt: download of volume %s: %w", v.Name, err)
+			}
+			if o.Observer != nil {
+				o.Observer.Data(f.payload)
 			}
 			done += int64(len(f.payload))
 			trailingHole = false
@@ -71,8 +84,14 @@ func (c *Client) StorageVolDownload(ctx context.Context, v StorageVol, w io.Writ
 			if err != nil {
 				return done, s.c.violation(err.Error())
 			}
+			if err := o.admit(done, n); err != nil {
+				return done, fmt.Errorf("libvirt: download of volume %s: %w", v.Name, err)
+			}
 			if _, err := file.Seek(n, io.SeekCurrent); err != nil {
 				return done, fmt.Errorf("libvirt: download of volume %s: %w", v.Name, err)
+			}
+			if o.Observer != nil {
+				o.Observer.Hole(n)
 			}
 			done += n
 			trailingHole = true

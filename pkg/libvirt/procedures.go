@@ -29,6 +29,7 @@ const (
 	procStoragePoolLookupByName    procedure = 84
 	procStoragePoolGetInfo         procedure = 87
 	procStorageVolCreateXML        procedure = 93
+	procStorageVolCreateXMLFrom    procedure = 125
 	procStorageVolDelete           procedure = 94
 	procStorageVolLookupByName     procedure = 95
 	procStorageVolGetInfo          procedure = 98
@@ -115,6 +116,7 @@ var procedureNames = map[procedure]string{
 	procDomainOpenConsole:          "DOMAIN_OPEN_CONSOLE",
 	procStorageVolUpload:           "STORAGE_VOL_UPLOAD",
 	procStorageVolDownload:         "STORAGE_VOL_DOWNLOAD",
+	procStorageVolCreateXMLFrom:    "STORAGE_VOL_CREATE_XML_FROM",
 	procDomainGetState:             "DOMAIN_GET_STATE",
 	procDomainBlockResize:          "DOMAIN_BLOCK_RESIZE",
 	procStorageVolResize:           "STORAGE_VOL_RESIZE",

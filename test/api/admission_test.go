@@ -31,6 +31,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("valid objects are accepted", func(t *testing.T) { testValidObjects(ctx, t, env) })
 	t.Run("invalid objects are rejected naming the field", func(t *testing.T) { testInvalidObjects(ctx, t, env) })
 	t.Run("updates that break a transition rule are rejected", func(t *testing.T) { testTransitionRules(ctx, t, env) })
+	t.Run("providerRef moves only in a live migration's handover", func(t *testing.T) { testProviderHandover(ctx, t, env.Client) })
 	t.Run("endpoint scheme is checked at reconcile time, not admission", func(t *testing.T) {
 		p := parse(validProvider)
 		p.SetName("ssh-endpoint")
@@ -99,7 +100,7 @@ func testExamplesApply(t *testing.T, env *testenv.Env) {
 
 func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	for _, doc := range []string{validProvider, validProviderClass, validVMImage, validVMClass,
-		validVirtualMachine, validLibvirtMachine, validPool, validClaim, validMigration} {
+		validVirtualMachine, validLibvirtMachine, validPool, validClaim, validMigration, validSnapshot, validRestore} {
 		obj := parse(doc)
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("valid %s rejected: %v", obj.GetKind(), err)
@@ -138,6 +139,13 @@ func testValidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
 	}
 	if got, _, _ := unstructured.NestedInt64(mig.Object, "spec", "timeoutSeconds"); got != 600 {
 		t.Errorf("timeoutSeconds default: got %d, want 600", got)
+	}
+	restore := parse(validRestore)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(restore), restore); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(restore.Object, "spec", "runStrategy"); got != "AsVM" {
+		t.Errorf("runStrategy default: got %q, want AsVM", got)
 	}
 	if got, _, _ := unstructured.NestedInt64(pool.Object, "spec", "maxSurge"); got != 2 {
 		t.Errorf("maxSurge default: got %d, want 2", got)
@@ -308,39 +316,22 @@ func invalidCases() []invalidCase {
 		{"migration without vm", validMigration, setTo("spec.vmName", nil), []string{"spec.vmName: Required value"}},
 		{"migration timeout too short", validMigration, setTo("spec.timeoutSeconds", int64(5)), []string{"spec.timeoutSeconds"}},
 		{"migration timeout too long", validMigration, setTo("spec.timeoutSeconds", int64(86401)), []string{"spec.timeoutSeconds"}},
+		{"snapshot without vm", validSnapshot, setTo("spec.vmName", nil), []string{"spec.vmName: Required value"}},
+		{"snapshot vm name too long", validSnapshot, setTo("spec.vmName", strings.Repeat("v", 64)), []string{"spec.vmName"}},
+		{"restore without snapshot", validRestore, setTo("spec.snapshotName", nil), []string{"spec.snapshotName: Required value"}},
+		{"restore unknown run strategy", validRestore, setTo("spec.runStrategy", "Always"), []string{"spec.runStrategy: Unsupported value"}},
+		{"machine snapshot without uid", validLibvirtMachine, setTo("spec.snapshots", []any{map[string]any{"name": "s"}}),
+			[]string{"spec.snapshots[0].uid: Required value"}},
 		{"vm policy unknown", validVirtualMachine, setTo("spec.migrationPolicy", "teleport"), []string{"spec.migrationPolicy"}},
 	}
 }
 
 func testInvalidObjects(ctx context.Context, t *testing.T, env *testenv.Env) {
-	for _, tc := range invalidCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			obj := parse(tc.base)
-			obj.SetName("invalid-" + strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "_", "-"))
-			if len(obj.GetName()) > 63 {
-				obj.SetName(obj.GetName()[:63])
-			}
-			tc.mutate(obj)
-			err := env.Client.Create(ctx, obj)
-			if err == nil {
-				t.Fatalf("admitted an object that breaks the rule")
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error does not contain %q:\n%v", want, err)
-				}
-			}
-		})
-	}
+	expectRefusedCreates(ctx, t, env, "", invalidCases())
 }
 
 func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
-	cases := []struct {
-		name   string
-		base   string
-		mutate func(*unstructured.Unstructured)
-		want   []string
-	}{
+	cases := []invalidCase{
 		{"vm disk override shrinks", validVirtualMachine, setTo("spec.hardwareOverride.diskOverrides[0].sizeGiB", int64(5)),
 			[]string{"spec.hardwareOverride.diskOverrides[0].sizeGiB", "hardwareOverride.diskOverrides[].sizeGiB must not shrink: shrinking a disk is refused"}},
 		{"machine disk shrinks", validLibvirtMachine, setTo("spec.disks[0].sizeGiB", int64(5)),
@@ -362,28 +353,14 @@ func testTransitionRules(ctx context.Context, t *testing.T, env *testenv.Env) {
 		{"migration cancel undone", validMigration + "  cancel: true\n", func(o *unstructured.Unstructured) {
 			set(o, "spec.cancel", false)
 		}, []string{"cancel cannot be undone"}},
+		{"snapshot names another vm", validSnapshot, setTo("spec.vmName", "other"),
+			[]string{"spec.vmName", "vmName is immutable"}},
+		{"restore names another snapshot", validRestore, setTo("spec.snapshotName", "other"),
+			[]string{"spec.snapshotName", "snapshotName is immutable"}},
 		{"machine moves to a shared provider", validLibvirtMachine, setTo("spec.providerRef.namespace", "banlieue-system"),
 			[]string{"spec.providerRef", "providerRef is immutable"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			obj := parse(tc.base)
-			obj.SetName("transition-" + strings.ReplaceAll(tc.name, " ", "-"))
-			if err := env.Client.Create(ctx, obj); err != nil {
-				t.Fatalf("creating the valid object: %v", err)
-			}
-			tc.mutate(obj)
-			err := env.Client.Update(ctx, obj)
-			if err == nil {
-				t.Fatalf("admitted an update that breaks the rule")
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error does not contain %q:\n%v", want, err)
-				}
-			}
-		})
-	}
+	expectRefusedUpdates(ctx, t, env, "", cases)
 	// Growing is allowed, on the machine, the VM's override and the class alike.
 	for _, g := range []struct{ base, field string }{
 		{validLibvirtMachine, "spec.disks[0].sizeGiB"},

@@ -102,6 +102,20 @@ spec:
   vmName: vm
   targetProvider: {name: p}
 `
+	validSnapshot = `
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachineSnapshot
+metadata: {name: snap, namespace: default}
+spec:
+  vmName: vm
+`
+	validRestore = `
+apiVersion: banlieue.io/v1alpha1
+kind: VirtualMachineRestore
+metadata: {name: restore, namespace: default}
+spec:
+  snapshotName: snap
+`
 	validClaim = `
 apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachineClaim

@@ -290,21 +290,7 @@ func newWorkload(ns, provider, pool, bootVol string) *workload {
 		Type: "cluster.x-k8s.io/secret",
 		Data: map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
 	}
-	md := capiObject("MachineDeployment", ns, "workers")
-	md.Object["spec"] = map[string]any{
-		"clusterName": "edge",
-		"replicas":    int64(0),
-		"selector":    map[string]any{"matchLabels": map[string]any{"pool": "workers"}},
-		"template": map[string]any{
-			"metadata": map[string]any{"labels": map[string]any{"pool": "workers"}},
-			"spec": map[string]any{
-				"clusterName":       "edge",
-				"bootstrap":         map[string]any{"dataSecretName": data.Name},
-				"infrastructureRef": map[string]any{"apiGroup": infrav1.GroupVersion.Group, "kind": "LibvirtMachineTemplate", "name": template.Name},
-				"failureDomain":     provider,
-			},
-		},
-	}
+	md := workersDeployment(ns, data.Name, "LibvirtMachineTemplate", template.Name, provider)
 	return &workload{libvirtCluster: libvirtCluster, template: template, data: data, cluster: cluster, md: md}
 }
 
@@ -436,4 +422,26 @@ func (s *labSuite) checkMachine(ctx context.Context, t *testing.T, m *unstructur
 	if string(out) != bootstrapData {
 		t.Errorf("Machine %s: seed user-data %q, want the bootstrap data %q", name, out, bootstrapData)
 	}
+}
+
+// workersDeployment is the MachineDeployment "workers" of Cluster "edge" in ns, at 0 replicas:
+// its Machines' bootstrap data Secret, infrastructure template (kind and name) and failure
+// domain.
+func workersDeployment(ns, dataSecret, templateKind, templateName, failureDomain string) *unstructured.Unstructured {
+	md := capiObject("MachineDeployment", ns, "workers")
+	md.Object["spec"] = map[string]any{
+		"clusterName": "edge",
+		"replicas":    int64(0),
+		"selector":    map[string]any{"matchLabels": map[string]any{"pool": "workers"}},
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"pool": "workers"}},
+			"spec": map[string]any{
+				"clusterName":       "edge",
+				"bootstrap":         map[string]any{"dataSecretName": dataSecret},
+				"infrastructureRef": map[string]any{"apiGroup": infrav1.GroupVersion.Group, "kind": templateKind, "name": templateName},
+				"failureDomain":     failureDomain,
+			},
+		},
+	}
+	return md
 }

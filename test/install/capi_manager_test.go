@@ -71,7 +71,7 @@ func TestClusterAPIManagerAggregation(t *testing.T) {
 
 	as := c.as(t, sa.Namespace, sa.Name)
 	user := testenv.ServiceAccountUser(sa.Namespace, sa.Name)
-	for _, res := range []string{"libvirtmachines", "libvirtmachinetemplates", "libvirtclusters"} {
+	for _, res := range []string{"libvirtmachines", "libvirtmachinetemplates", "libvirtclusters", "vspheremachines", "vspheremachinetemplates"} {
 		for _, verb := range []string{"create", "delete", "get", "list", "patch", "update", "watch"} {
 			if !can(ctx, t, c, user, "infrastructure.banlieue.io", res, "", verb) {
 				t.Errorf("%s may not %s %s", user, verb, res)
@@ -84,6 +84,7 @@ func TestClusterAPIManagerAggregation(t *testing.T) {
 		{"infrastructure.banlieue.io", "libvirtmachines", "status", "update"},
 		{"infrastructure.banlieue.io", "libvirtmachines", "status", "patch"},
 		{"infrastructure.banlieue.io", "libvirtclusters", "status", "patch"},
+		{"infrastructure.banlieue.io", "vspheremachines", "status", "patch"},
 		{"banlieue.io", "providers", "", "get"},
 		{"banlieue.io", "virtualmachines", "", "create"},
 		{"", "secrets", "", "get"},

@@ -42,7 +42,7 @@ var roles = []string{"controller", "operator", "imagebuilder"}
 var crds = []string{
 	"libvirtclusters.infrastructure.banlieue.io", "libvirtmachines.infrastructure.banlieue.io",
 	"libvirtmachinetemplates.infrastructure.banlieue.io", "providerclasses.banlieue.io", "providers.banlieue.io",
-	"virtualmachineclaims.banlieue.io", "virtualmachinemigrations.banlieue.io", "virtualmachinepools.banlieue.io", "virtualmachines.banlieue.io",
+	"virtualmachineclaims.banlieue.io", "virtualmachineexports.banlieue.io", "virtualmachinemigrations.banlieue.io", "virtualmachinepools.banlieue.io", "virtualmachinerestores.banlieue.io", "virtualmachines.banlieue.io", "virtualmachinesnapshots.banlieue.io",
 	"vmclasses.banlieue.io", "vmimages.banlieue.io", "vspheremachines.infrastructure.banlieue.io",
 	"vspheremachinetemplates.infrastructure.banlieue.io",
 }

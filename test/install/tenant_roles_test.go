@@ -3,10 +3,12 @@ package install
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,6 +101,31 @@ func TestTenantRoles(t *testing.T) {
 			&banlieuev1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "move"},
 				Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: otherVM.Name}}, client.DryRunAll))
 		testenv.Allowed(t, "editor deletes the migration", editor.Delete(ctx, mig))
+		snap := &banlieuev1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "snap-web"},
+			Spec: banlieuev1.VirtualMachineSnapshotSpec{VMName: vm.Name}}
+		testenv.Allowed(t, "editor creates a VirtualMachineSnapshot", editor.Create(ctx, snap))
+		testenv.Allowed(t, "editor lists VirtualMachineSnapshots", editor.List(ctx, &banlieuev1.VirtualMachineSnapshotList{}, client.InNamespace(team)))
+		snap.Status.Phase = banlieuev1.SnapshotReady
+		testenv.Forbidden(t, "editor writes a snapshot's status", editor.Status().Update(ctx, snap))
+		restore := &banlieuev1.VirtualMachineRestore{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "back-web"},
+			Spec: banlieuev1.VirtualMachineRestoreSpec{SnapshotName: snap.Name}}
+		testenv.Allowed(t, "editor creates a VirtualMachineRestore", editor.Create(ctx, restore))
+		restore.Status.Phase = banlieuev1.RestoreSucceeded
+		testenv.Forbidden(t, "editor writes a restore's status", editor.Status().Update(ctx, restore))
+		testenv.Forbidden(t, "editor snapshots a VM of another namespace", editor.Create(ctx,
+			&banlieuev1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "snap"},
+				Spec: banlieuev1.VirtualMachineSnapshotSpec{VMName: otherVM.Name}}, client.DryRunAll))
+		testenv.Allowed(t, "editor deletes the restore", editor.Delete(ctx, restore))
+		testenv.Allowed(t, "editor deletes the snapshot", editor.Delete(ctx, snap))
+		exp := tenantExport(team, "web-backup", vm.Name)
+		testenv.Allowed(t, "editor creates a VirtualMachineExport", editor.Create(ctx, exp))
+		testenv.Allowed(t, "editor lists VirtualMachineExports", editor.List(ctx, &banlieuev1.VirtualMachineExportList{}, client.InNamespace(team)))
+		exp.Status.Phase = banlieuev1.ExportReady
+		exp.Status.Digest = "sha256:" + strings.Repeat("0", 64)
+		testenv.Forbidden(t, "editor writes an export's status", editor.Status().Update(ctx, exp))
+		testenv.Forbidden(t, "editor creates a VirtualMachineExport in another namespace", editor.Create(ctx,
+			tenantExport(other, "steal", otherVM.Name), client.DryRunAll))
+		testenv.Allowed(t, "editor deletes the export", editor.Delete(ctx, exp))
 		if !selfCan(ctx, t, editor, team, "banlieue.io", "virtualmachinepools", "scale", "update") {
 			t.Error("editor may not scale a pool (virtualmachinepools/scale update)")
 		}
@@ -136,6 +163,24 @@ func TestTenantRoles(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "mine"}, Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: vm.Name}}, client.DryRunAll))
 		testenv.Forbidden(t, "viewer cancels a migration", viewer.Patch(ctx, mig, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))))
 		testenv.Forbidden(t, "viewer deletes a migration", viewer.Delete(ctx, mig, client.DryRunAll))
+		snap := &banlieuev1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "snap-db"},
+			Spec: banlieuev1.VirtualMachineSnapshotSpec{VMName: vm.Name}}
+		if err := c.admin.Create(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Allowed(t, "viewer gets a VirtualMachineSnapshot", viewer.Get(ctx, client.ObjectKeyFromObject(snap), &banlieuev1.VirtualMachineSnapshot{}))
+		testenv.Allowed(t, "viewer lists VirtualMachineRestores", viewer.List(ctx, &banlieuev1.VirtualMachineRestoreList{}, client.InNamespace(team)))
+		testenv.Forbidden(t, "viewer deletes a snapshot", viewer.Delete(ctx, snap, client.DryRunAll))
+		testenv.Forbidden(t, "viewer creates a VirtualMachineRestore", viewer.Create(ctx, &banlieuev1.VirtualMachineRestore{
+			ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "back"}, Spec: banlieuev1.VirtualMachineRestoreSpec{SnapshotName: snap.Name}}, client.DryRunAll))
+		exp := tenantExport(team, "db-backup", vm.Name)
+		if err := c.admin.Create(ctx, exp); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Allowed(t, "viewer gets a VirtualMachineExport", viewer.Get(ctx, client.ObjectKeyFromObject(exp), &banlieuev1.VirtualMachineExport{}))
+		testenv.Allowed(t, "viewer lists VirtualMachineExports", viewer.List(ctx, &banlieuev1.VirtualMachineExportList{}, client.InNamespace(team)))
+		testenv.Forbidden(t, "viewer creates a VirtualMachineExport", viewer.Create(ctx, tenantExport(team, "mine", vm.Name), client.DryRunAll))
+		testenv.Forbidden(t, "viewer deletes an export", viewer.Delete(ctx, exp, client.DryRunAll))
 		testenv.Forbidden(t, "viewer labels a VirtualMachine", viewer.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))))
 		testenv.Forbidden(t, "viewer deletes a VirtualMachine", viewer.Delete(ctx, vm, client.DryRunAll))
 		if selfCan(ctx, t, viewer, team, "banlieue.io", "virtualmachinepools", "scale", "update") {
@@ -152,6 +197,24 @@ func TestTenantRoles(t *testing.T) {
 			t.Error("admin may not delete VirtualMachines as a collection")
 		}
 		denyInfrastructure(ctx, t, "admin", owner, team)
+	})
+
+	t.Run("export Jobs", func(t *testing.T) {
+		// A team's exports run as Jobs in the build namespace under the Provider's export account:
+		// no tenant role reaches them, and banlieue-controller creates Jobs there and nowhere else.
+		for who, as := range map[string]client.Client{"viewer": viewer, "editor": editor, "admin": owner} {
+			testenv.Forbidden(t, who+" lists the Jobs of "+buildNS, as.List(ctx, &batchv1.JobList{}, client.InNamespace(buildNS)))
+			testenv.Forbidden(t, who+" lists the pods of "+buildNS, as.List(ctx, &corev1.PodList{}, client.InNamespace(buildNS)))
+		}
+		ctl := c.as(t, "banlieue-system", "banlieue-controller")
+		if !selfCan(ctx, t, ctl, buildNS, "batch", "jobs", "", "create") || !selfCan(ctx, t, ctl, buildNS, "", "pods", "", "list") {
+			t.Error("banlieue-controller may not create the export Jobs or list their pods in " + buildNS)
+		}
+		for _, ns := range []string{team, "banlieue-system"} {
+			if selfCan(ctx, t, ctl, ns, "batch", "jobs", "", "create") {
+				t.Errorf("banlieue-controller may create Jobs in %s: its Job grant is the build namespace's alone", ns)
+			}
+		}
 	})
 }
 
@@ -199,4 +262,11 @@ func tenantPool(ns, name string) *banlieuev1.VirtualMachinePool {
 	return &banlieuev1.VirtualMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: banlieuev1.VirtualMachinePoolSpec{WarmReplicas: 1, MaxReplicas: 3, Readiness: banlieuev1.ReadinessInfrastructureReady,
 			Template: banlieuev1.VirtualMachineTemplate{Spec: tenantVM(ns, "").Spec}}}
+}
+
+// tenantExport is an export of vm's disk into a claim of the same name, as a team writes one.
+func tenantExport(ns, name, vm string) *banlieuev1.VirtualMachineExport {
+	return &banlieuev1.VirtualMachineExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: banlieuev1.VirtualMachineExportSpec{VirtualMachineName: vm, Target: banlieuev1.ExportTarget{
+			PersistentVolumeClaim: &banlieuev1.ExportPVCTarget{ClaimName: name}}}}
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/naming"
 	"banlieue.io/banlieue/internal/operator"
@@ -87,7 +88,7 @@ func TestWorkloadNames(t *testing.T) {
 		}
 		return distinct(versions)
 	})
-	t.Run("each import account reads its own Provider's Secret and no other's", func(t *testing.T) {
+	t.Run("each import and export account reads its own Provider's Secret and no other's", func(t *testing.T) {
 		// team-a/edge, team-b/edge and team/a-edge name the same Secret, libvirt-edge-creds, each
 		// in its own namespace: only the name-by-name grant of its own Provider tells them apart.
 		// The Secrets do not exist, so an allowed get is a 404 and a refused one a 403.
@@ -96,18 +97,27 @@ func TestWorkloadNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			imp := as(t, env.Config, buildNs, dep.Name+"-import")
-			for _, other := range ids[:3] {
-				secret := client.ObjectKey{Namespace: other.Namespace, Name: "libvirt-edge-creds"}
-				err := imp.Get(ctx, secret, &corev1.Secret{})
-				if other == own {
-					testenv.Allowed(t, fmt.Sprintf("%s's import account gets its Secret", own), ignoreNotFound(err))
-				} else if other.Namespace != own.Namespace {
-					testenv.Forbidden(t, fmt.Sprintf("%s's import account gets %s's Secret %s", own, other, secret), err)
+			for _, kind := range []string{"import", "export"} {
+				acct := as(t, env.Config, buildNs, dep.Name+"-"+kind)
+				for _, other := range ids[:3] {
+					secret := client.ObjectKey{Namespace: other.Namespace, Name: "libvirt-edge-creds"}
+					err := acct.Get(ctx, secret, &corev1.Secret{})
+					if other == own {
+						testenv.Allowed(t, fmt.Sprintf("%s's %s account gets its Secret", own, kind), ignoreNotFound(err))
+					} else if other.Namespace != own.Namespace {
+						testenv.Forbidden(t, fmt.Sprintf("%s's %s account gets %s's Secret %s", own, kind, other, secret), err)
+					}
+					testenv.Forbidden(t, fmt.Sprintf("%s's %s account lists Secrets in %s", own, kind, other.Namespace),
+						acct.List(ctx, &corev1.SecretList{}, client.InNamespace(other.Namespace)))
 				}
-				testenv.Forbidden(t, fmt.Sprintf("%s's import account lists Secrets in %s", own, other.Namespace),
-					imp.List(ctx, &corev1.SecretList{}, client.InNamespace(other.Namespace)))
 			}
+			// The export Job is given its volume (--volume): its account reads no machine and no
+			// export, in its Provider's namespace or any other.
+			exp := as(t, env.Config, buildNs, dep.Name+"-export")
+			testenv.Forbidden(t, fmt.Sprintf("%s's export account lists LibvirtMachines", own),
+				exp.List(ctx, &infrav1.LibvirtMachineList{}, client.InNamespace(own.Namespace)))
+			testenv.Forbidden(t, fmt.Sprintf("%s's export account lists VirtualMachineExports", own),
+				exp.List(ctx, &banlieuev1.VirtualMachineExportList{}, client.InNamespace(own.Namespace)))
 		}
 	})
 	t.Run("objects named the old way are pruned", func(t *testing.T) {
@@ -217,7 +227,8 @@ func ownBindings(ctx context.Context, c client.Client, id client.ObjectKey) (map
 		}
 		want := [][]rbacv1.Subject{{sa}}
 		if ns == id.Namespace {
-			want = append(want, []rbacv1.Subject{importSA})
+			exportSA := rbacv1.Subject{Kind: "ServiceAccount", Name: dep.Name + "-export", Namespace: buildNs}
+			want = append(want, []rbacv1.Subject{importSA}, []rbacv1.Subject{exportSA})
 		}
 		if err := check("RoleBinding", ns, items, subjects, want...); err != nil {
 			return nil, err

@@ -13,11 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
+	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/naming"
 	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/userdata"
@@ -96,6 +99,38 @@ func testVSphereWorkload(ctx context.Context, t *testing.T, env *testenv.Env, ad
 	testenv.Eventually(t, vsphereWait, "the account gets its machine's user-data Secret", func() error {
 		return get(&corev1.Secret{}, systemNs, userdata.SecretName("db-01"))
 	})
+	// A VSphereMachine a Cluster API Machine controls: the bootstrap data Secret the Machine
+	// names is granted by name, as for a LibvirtMachine, and the account reads that Machine.
+	env.InstallClusterAPICRDs(t, testenv.CAPIMachines)
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNs, Name: "vs-c1-boot",
+		Labels: map[string]string{capi.LabelClusterName: "c1"}}, Type: capi.SecretTypeBootstrap,
+		Data: map[string][]byte{capi.KeyBootstrapData: []byte("#cloud-config\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	owner := testenv.CAPIObject("Machine", systemNs, "vs-capi", map[string]any{
+		"clusterName":       "c1",
+		"bootstrap":         map[string]any{"dataSecretName": "vs-c1-boot"},
+		"infrastructureRef": map[string]any{"apiGroup": infrav1.GroupVersion.Group, "kind": "VSphereMachine", "name": "vs-capi"},
+	})
+	if err := admin.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	capiMachine := &infrav1.VSphereMachine{ObjectMeta: metav1.ObjectMeta{Name: "vs-capi", Namespace: systemNs,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: capi.Group + "/v1beta2", Kind: "Machine", Name: "vs-capi",
+			UID: owner.GetUID(), Controller: ptr.To(true)}}}, Spec: *m.Spec.DeepCopy()}
+	capiMachine.Spec.VMName, capiMachine.Spec.UserDataSecretRef, capiMachine.Spec.UserDataHash = "", nil, ""
+	if err := admin.Create(ctx, capiMachine); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, vsphereWait, "the account gets its Cluster API machine's bootstrap data Secret", func() error {
+		return get(&corev1.Secret{}, systemNs, "vs-c1-boot")
+	})
+	ownerRead := &unstructured.Unstructured{}
+	ownerRead.SetGroupVersionKind(owner.GroupVersionKind())
+	testenv.Allowed(t, "vsphere provider gets its machine's Machine", get(ownerRead, systemNs, "vs-capi"))
+	if err := admin.Delete(ctx, capiMachine); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Allowed(t, "vsphere provider reads its credentials Secret", get(&corev1.Secret{}, systemNs, "vcenter-dc1-creds"))
 	testenv.Allowed(t, "vsphere provider reads its CA ConfigMap", get(&corev1.ConfigMap{}, systemNs, "vcenter-dc1-ca"))
 	testenv.Allowed(t, "vsphere provider lists VSphereMachines", sa.List(ctx, &infrav1.VSphereMachineList{}))

@@ -65,10 +65,12 @@ type LibvirtMachineSpec struct {
 	// providerRef names the Provider: in the machine's namespace, or in providerRef.namespace
 	// when that Provider's allowedNamespaces admits the machine's namespace. Immutable: what a
 	// machine's status records (its domain, volumes and accepted boot volume) was made on that
-	// Provider's host, and another Provider must never inherit it as its own. Unset only on a
+	// Provider's host, and another Provider must never inherit it as its own. Its one admitted
+	// change is a live migration's handover (docs/adr/0154-live-migration-peer-to-peer-over-tls.md):
+	// the update that removes spec.migration after the provider reported it Succeeded sets
+	// providerRef to that request's targetProvider, exactly as written there. Unset only on a
 	// machine Cluster API made from a LibvirtMachineTemplate without one: banlieue-controller
 	// sets it once, to the owner Machine's failure domain (docs/adr/0144-failure-domain-placement.md).
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerRef is immutable: delete the machine and create it on the other Provider"
 	// +optional
 	ProviderRef *ProviderReference `json:"providerRef,omitempty"`
 	// pool is the storage pool holding every volume of the machine.
@@ -156,11 +158,25 @@ type LibvirtMachineSpec struct {
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
 	// migration asks the provider to move the running domain live to another Provider's host;
 	// banlieue-controller writes it for a VirtualMachineMigration, and sets abort (timeout,
-	// cancel, the VM deleted) or removes it once the migration is final. The provider serves it
-	// in a following change (docs/guides/libvirt-provider.md, "Live migration"); until then
-	// a migration stays PreparingTarget until its timeout.
+	// cancel, the VM deleted) or removes it once the migration is final, the handover (which
+	// also moves providerRef) after a Succeeded report. The target Provider's provider prepares
+	// its host, the source's runs the move (docs/guides/libvirt-provider.md, "Live migration").
 	// +optional
 	Migration *LibvirtMachineMigration `json:"migration,omitempty"`
+	// snapshots are the VirtualMachineSnapshots whose layers the machine keeps, oldest first;
+	// banlieue-controller writes them. A name added asks the provider to take it, a name
+	// removed to merge its layer away (docs/guides/libvirt-provider.md, "Snapshots and restores").
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Snapshots []LibvirtMachineSnapshot `json:"snapshots,omitempty"`
+	// restore asks the provider to bring the disks back to one of spec.snapshots: the domain
+	// stopped, the later layers dropped, a new top made over the snapshot's, the domain
+	// redefined and started as desiredPowerState says. banlieue-controller writes it for a
+	// VirtualMachineRestore and removes it once the restore is final.
+	// +optional
+	Restore *LibvirtMachineRestore `json:"restore,omitempty"`
 }
 
 // LibvirtMachineMigration is the controller's request for one live move of the machine.
@@ -176,14 +192,89 @@ type LibvirtMachineMigration struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	TargetFailureDomain string `json:"targetFailureDomain,omitempty"`
+	// targetPool is the storage pool on the target Provider's host the machine's volumes move
+	// into (the target's mapping of the VM's storage class); unset means spec.pool.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TargetPool string `json:"targetPool,omitempty"`
 	// abort asks the provider to abort the move (DOMAIN_ABORT_JOB on the source) and leave the
 	// domain running on its source.
 	// +optional
 	Abort bool `json:"abort,omitempty"`
 }
 
+// LibvirtMachineMigrationTargetPhase is the target Provider's progress preparing its host.
+// +kubebuilder:validation:Enum=Preparing;Prepared;Failed
+// +kubebuilder:validation:MaxLength=32
+type LibvirtMachineMigrationTargetPhase string
+
+// Target-side migration phases.
+const (
+	// MachineMigrationTargetPreparing: the target's provider records and creates the volumes.
+	MachineMigrationTargetPreparing LibvirtMachineMigrationTargetPhase = "Preparing"
+	// MachineMigrationTargetPrepared: every recorded volume exists on the target host: the
+	// source's provider may run the move.
+	MachineMigrationTargetPrepared LibvirtMachineMigrationTargetPhase = "Prepared"
+	// MachineMigrationTargetFailed: the target cannot receive the machine; message says why.
+	MachineMigrationTargetFailed LibvirtMachineMigrationTargetPhase = "Failed"
+)
+
+// LibvirtMachineMigrationTargetStatus is the target Provider's record of what it prepared on
+// its host for the move spec.migration asks for, written by that Provider's provider alone
+// (field manager banlieue.io/provider-libvirt-migration-target, and the admission policy
+// banlieue-provider-writes), since the rest of the machine is the source Provider's until the
+// handover.
+type LibvirtMachineMigrationTargetStatus struct {
+	// migrationName is the spec.migration.migrationName this record is for.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	MigrationName string `json:"migrationName"`
+	// provider is the target Provider that prepared its host.
+	Provider ProviderReference `json:"provider"`
+	// pool on the target host the volumes are in.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pool string `json:"pool"`
+	// phase of the target's preparation.
+	Phase LibvirtMachineMigrationTargetPhase `json:"phase"`
+	// poolPath is pool's directory on the target host, set with Prepared: the source maps
+	// each disk of the domain's definition to the same volume name there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	PoolPath string `json:"poolPath,omitempty"`
+	// uri is the target's libvirtd as the source's libvirtd dials it for a peer-to-peer move
+	// (the target Provider's spec.connection.endpoint), set with Prepared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	URI string `json:"uri,omitempty"`
+	// address is where the target's QEMU listens for the migration and NBD streams (the
+	// endpoint's host), set with Prepared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Address string `json:"address,omitempty"`
+	// volumes are the names of the volumes the target's provider created in pool for the move,
+	// each recorded before it was created: the target deletes exactly these should the move
+	// not happen, and adopts them after the handover.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=200
+	Volumes []string `json:"volumes,omitempty"`
+	// reason is, for Failed, the documented reason (BaseImageMissing, TargetVolumeExists,
+	// TargetPreparationFailed).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+	// message says, for Failed, what the target could not prepare and the host's error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // LibvirtMachineMigrationPhase is the provider's progress of a move.
 // +kubebuilder:validation:Enum=PreparingTarget;Migrating;Succeeded;Failed;Aborted
+// +kubebuilder:validation:MaxLength=32
 type LibvirtMachineMigrationPhase string
 
 // Provider-side migration phases.
@@ -391,10 +482,26 @@ type LibvirtMachineStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// migration is the provider's report of the live move spec.migration asks for, served in a
-	// following change (docs/guides/libvirt-provider.md, "Live migration").
+	// migration is the source provider's report of the live move spec.migration asks for
+	// (docs/guides/libvirt-provider.md, "Live migration").
 	// +optional
 	Migration *LibvirtMachineMigrationStatus `json:"migration,omitempty"`
+	// migrationTarget is the target Provider's record of what it prepared on its host for the
+	// move spec.migration asks for; the one field of the machine that Provider's provider
+	// writes before the handover.
+	// +optional
+	MigrationTarget *LibvirtMachineMigrationTargetStatus `json:"migrationTarget,omitempty"`
+	// snapshots are the provider's record of each snapshot's layers, written before the layers
+	// are created, so a provider restarted mid-way finds what it made; teardown deletes every
+	// layer recorded here (docs/guides/libvirt-provider.md, "Snapshots and restores").
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Snapshots []LibvirtMachineSnapshotStatus `json:"snapshots,omitempty"`
+	// restore is the provider's report of the restore spec.restore asks for.
+	// +optional
+	Restore *LibvirtMachineRestoreStatus `json:"restore,omitempty"`
 }
 
 // DiskSize is the size one disk of the machine is known to have.
@@ -411,11 +518,14 @@ type DiskSize struct {
 
 // LibvirtMachine is one libvirt domain, realised by the libvirt provider. The API server selects
 // machines by spec.providerRef.name (kubectl get libvirtmachines -A --field-selector
-// spec.providerRef.name=<provider>), as the provider of one Provider watches them.
+// spec.providerRef.name=<provider>), as the provider of one Provider watches them, and by
+// spec.migration.targetProvider.name, as it watches the machines moving to it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.providerRef) || !has(self.spec.providerRef) || (self.spec.providerRef.name == oldSelf.spec.providerRef.name && (has(self.spec.providerRef.__namespace__) == has(oldSelf.spec.providerRef.__namespace__) && (!has(self.spec.providerRef.__namespace__) || self.spec.providerRef.__namespace__ == oldSelf.spec.providerRef.__namespace__))) || (has(oldSelf.spec.migration) && !has(self.spec.migration) && self.spec.providerRef.name == oldSelf.spec.migration.targetProvider.name && (has(self.spec.providerRef.__namespace__) == has(oldSelf.spec.migration.targetProvider.__namespace__) && (!has(self.spec.providerRef.__namespace__) || self.spec.providerRef.__namespace__ == oldSelf.spec.migration.targetProvider.__namespace__)) && has(self.status) && has(self.status.migration) && self.status.migration.migrationName == oldSelf.spec.migration.migrationName && self.status.migration.phase == 'Succeeded')",message="providerRef is immutable: delete the machine and create it on the other Provider; only a live migration's handover moves it, in the update that removes a spec.migration the provider reported Succeeded, to exactly that request's targetProvider",fieldPath=".spec.providerRef"
 // +kubebuilder:selectablefield:JSONPath=".spec.providerRef.name"
+// +kubebuilder:selectablefield:JSONPath=".spec.migration.targetProvider.name"
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:resource:scope=Namespaced,shortName=blvm,categories=banlieue
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerRef.name`

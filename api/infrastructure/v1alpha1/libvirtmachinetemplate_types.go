@@ -25,6 +25,7 @@ type LibvirtMachineTemplateResource struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.providerID)",message="spec.template.spec.providerID must be unset: the provider sets it on each LibvirtMachine"
 	// +kubebuilder:validation:XValidation:rule="!has(self.userDataSecretRef) && !has(self.userDataHash)",message="spec.template.spec.userDataSecretRef and userDataHash must be unset: a Machine's bootstrap data comes from its spec.bootstrap.dataSecretName"
 	// +kubebuilder:validation:XValidation:rule="!has(self.migration)",message="spec.template.spec.migration must be unset: banlieue-controller writes it on one LibvirtMachine for a VirtualMachineMigration"
+	// +kubebuilder:validation:XValidation:rule="!has(self.snapshots) && !has(self.restore)",message="spec.template.spec.snapshots and restore must be unset: banlieue-controller writes them on one LibvirtMachine for its VM's snapshots"
 	Spec LibvirtMachineSpec `json:"spec"`
 }
 

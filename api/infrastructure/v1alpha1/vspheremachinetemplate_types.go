@@ -20,9 +20,11 @@ type VSphereMachineTemplateResource struct {
 	// spec of each VSphereMachine. What names one machine is left out: the virtual machine is
 	// named after each VSphereMachine, the provider sets providerID, and the bootstrap data
 	// comes from each Machine's bootstrap Secret, never from a user-data Secret of
-	// banlieue-controller's.
+	// banlieue-controller's. providerRef is required; failureDomain, when unset, is each
+	// Machine's spec.failureDomain.
 	// +kubebuilder:validation:XValidation:rule="!has(self.vmName)",message="spec.template.spec.vmName must be unset: each VSphereMachine's virtual machine is named after the machine"
 	// +kubebuilder:validation:XValidation:rule="!has(self.providerID)",message="spec.template.spec.providerID must be unset: the provider sets it on each VSphereMachine"
+	// +kubebuilder:validation:XValidation:rule="has(self.providerRef)",message="spec.template.spec.providerRef is required: a VSphereMachine is served by the provider of the Provider it names, and nothing places a vSphere machine without one"
 	// +kubebuilder:validation:XValidation:rule="!has(self.userDataSecretRef) && !has(self.userDataHash)",message="spec.template.spec.userDataSecretRef and userDataHash must be unset: a Machine's bootstrap data comes from its spec.bootstrap.dataSecretName"
 	Spec VSphereMachineSpec `json:"spec"`
 }

@@ -1,24 +1,10 @@
 package libvirt
 
-import "sync"
+import "banlieue.io/banlieue/internal/provider/providerkit"
 
-// announced remembers, per key (an object's UID and what is announced), the value last
-// announced. A pass reads its "before" from the cache, which may not hold this process's own
-// last write yet; from such a read a transition looks new again, and first checks here keep it
-// from being announced twice. It is in memory: a restarted provider may announce once more.
-type announced struct {
-	last sync.Map // string → string
-}
+// announced keeps a machine pass reading a stale cache from announcing a transition twice
+// (providerkit.Announced).
+type announced struct{ a providerkit.Announced }
 
-// first records value under key and reports whether it differs from the last one recorded.
-func (a *announced) first(key, value string) bool {
-	prev, seen := a.last.Swap(key, value)
-	return !seen || prev != value
-}
-
-// forget drops keys, for an object that is gone, so the memory follows the live objects.
-func (a *announced) forget(keys ...string) {
-	for _, k := range keys {
-		a.last.Delete(k)
-	}
-}
+func (a *announced) first(key, value string) bool { return a.a.First(key, value) }
+func (a *announced) forget(keys ...string)        { a.a.Forget(keys...) }

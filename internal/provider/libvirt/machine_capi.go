@@ -87,14 +87,10 @@ func (s *machineScope) clusterAPI(ctx context.Context, owner *metav1.OwnerRefere
 	if machine != nil {
 		clusterName = machine.ClusterName
 	}
-	paused, why := capi.Paused(m), "the LibvirtMachine has the "+capi.AnnotationPaused+" annotation"
-	if !paused && clusterName != "" {
-		p, err := capi.ClusterPaused(ctx, r.APIReader, m.Namespace, clusterName)
-		if err != nil && !(deleting && apierrors.IsNotFound(err)) {
-			res, err := s.fail(ctx, fmt.Errorf("checking whether the Machine's Cluster is paused: %w", err))
-			return res, true, err
-		}
-		paused, why = p, "Cluster "+clusterName+" has spec.paused"
+	paused, why, err := capi.PausedWhy(ctx, r.APIReader, m, "LibvirtMachine", clusterName, deleting)
+	if err != nil {
+		res, err := s.fail(ctx, err)
+		return res, true, err
 	}
 	if paused {
 		st := *m.Status.DeepCopy()

@@ -63,6 +63,8 @@ type MachineReconciler struct {
 	announced announced
 	// events brings the hosts' domain events to the controller (machine_domainevents.go).
 	events *domainEvents
+	// moves are the live moves this process runs as their source (machine_move_pass.go).
+	moves moveRuns
 }
 
 // SetupWithManager registers the reconciler.
@@ -230,6 +232,18 @@ func (s *machineScope) reconcileNormal(ctx context.Context) (ctrl.Result, error)
 		return s.fail(ctx, err)
 	}
 
+	// A live move this Provider is the source of (ADR-0154): while it runs, or once the domain
+	// left this host, the pass only reports it; converging would touch a moving domain or make
+	// a moved one again here.
+	if m.Spec.Migration != nil || m.Status.Migration != nil || r.moves.has(m.UID) {
+		if res, done, err := s.move(ctx, c); done {
+			if err != nil {
+				return s.fail(ctx, err)
+			}
+			return res, nil
+		}
+	}
+
 	s.phase = phaseConverge
 	release, err := r.Connections.Acquire(ctx, m.ProviderKey(), hostconn.OperationDomain)
 	if err != nil {
@@ -240,7 +254,13 @@ func (s *machineScope) reconcileNormal(ctx context.Context) (ctrl.Result, error)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
-	return s.finish(ctx, obs)
+	res, err := s.finish(ctx, obs)
+	if m.Spec.Migration != nil && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > moveLook) {
+		// Waiting for the target to report its host prepared: its record is no change the
+		// machine's watch passes on.
+		res.RequeueAfter = moveLook
+	}
+	return res, err
 }
 
 // finish is a converged pass's write: spec.providerID when the domain carries another UUID than
@@ -296,7 +316,7 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 	write := func(ctx context.Context, names []string) error {
 		st := *m.Status.DeepCopy()
 		st.Volumes = names
-		if err := ssa.ApplyStatus(ctx, r.Client, m, &st, banlieuev1.FieldManagerProviderLibvirt); err != nil {
+		if err := ssa.ApplyStatus(ctx, r.Client, m, ownStatus(&st), banlieuev1.FieldManagerProviderLibvirt); err != nil {
 			return err
 		}
 		m.Status = st
@@ -314,6 +334,29 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 		},
 		drop: func(ctx context.Context, name string) error {
 			return write(ctx, slices.DeleteFunc(slices.Clone(m.Status.Volumes), func(n string) bool { return n == name }))
+		},
+		snapshots: func(ctx context.Context, snaps []infrav1.LibvirtMachineSnapshotStatus, volumes []string) error {
+			st := *m.Status.DeepCopy()
+			st.Snapshots = snaps
+			for _, n := range volumes {
+				if !slices.Contains(st.Volumes, n) {
+					st.Volumes = append(st.Volumes, n)
+				}
+			}
+			if err := ssa.ApplyStatus(ctx, r.Client, m, ownStatus(&st), banlieuev1.FieldManagerProviderLibvirt); err != nil {
+				return err
+			}
+			m.Status = st
+			return nil
+		},
+		restore: func(ctx context.Context, report *infrav1.LibvirtMachineRestoreStatus) error {
+			st := *m.Status.DeepCopy()
+			st.Restore = report
+			if err := ssa.ApplyStatus(ctx, r.Client, m, ownStatus(&st), banlieuev1.FieldManagerProviderLibvirt); err != nil {
+				return err
+			}
+			m.Status = st
+			return nil
 		},
 		refresh: func(ctx context.Context) error {
 			var live infrav1.LibvirtMachine

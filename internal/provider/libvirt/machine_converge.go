@@ -33,6 +33,8 @@ type observation struct {
 	power powerOutcome
 	// grow is what growDisks did.
 	grow growOutcome
+	// snapshotsPending says a snapshot step is left for the next pass (machine_snapshot.go).
+	snapshotsPending bool
 }
 
 // volumeRecord is the machine's record of its volumes (status.volumes), the proof that a volume
@@ -47,6 +49,11 @@ type volumeRecord struct {
 	// refresh re-reads the record from the API server, past a cache that may lag behind the
 	// machine's own last write.
 	refresh func(ctx context.Context) error
+	// snapshots writes status.snapshots, with layer names added to status.volumes, before the
+	// host changes (machine_snapshot.go).
+	snapshots snapshotRecordWriter
+	// restore writes status.restore (machine_restore.go).
+	restore restoreWriter
 }
 
 // converge makes the host match the machine (docs/guides/libvirt-provider.md, "7. Run a VM"). It is idempotent: every step
@@ -75,6 +82,19 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	if err != nil {
 		return obs, err // names its volume: "creating volume …"
 	}
+	if names.current != nil {
+		if err := convergeRestore(ctx, c, pool, m, names.existing, record.restore); err != nil {
+			return obs, err // names the restore and its step
+		}
+		if obs.snapshotsPending, err = convergeSnapshots(ctx, c, pool, m, names.existing, record.snapshots); err != nil {
+			return obs, err // names the snapshot and its step
+		}
+	}
+	// The definition names each disk's top layer, and growth resizes the top.
+	diskPaths, tops, err := topPaths(ctx, c, pool, m, diskPaths, names.volumes)
+	if err != nil {
+		return obs, err
+	}
 	if err := defineDomain(ctx, c, pool, m, userData, boot, names, diskPaths, record, &obs); err != nil {
 		return obs, err
 	}
@@ -82,7 +102,7 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 		return obs, err // names its step: "starting domain …", "… still starting up"
 	}
 	obs.state = obs.power.state
-	if obs.grow, err = growDisks(ctx, c, m, names.volumes, obs.domain, isRunning(obs.state)); err != nil {
+	if obs.grow, err = growDisks(ctx, c, m, tops, obs.domain, isRunning(obs.state)); err != nil {
 		return obs, err // names the disk: "growing spec.disks[i] …"
 	}
 	if err := observeGuest(ctx, c, m, &obs); err != nil {

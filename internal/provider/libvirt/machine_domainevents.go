@@ -194,6 +194,8 @@ func (r *MachineReconciler) machinesFor(ctx context.Context, ev hostconn.DomainE
 // default interval and one that is, on the long one, as before events.
 func machineRequeue(obs observation, watched bool) time.Duration {
 	switch {
+	case obs.snapshotsPending:
+		return snapshotRequeue
 	case isRunning(obs.state) && (len(obs.addresses) == 0 || obs.phase != installed):
 		return app.RequeueDefault
 	case watched:

@@ -64,6 +64,8 @@ func TestMachineAgainstLabHost(t *testing.T) {
 	t.Run("volume names that collide: the second machine is refused", func(t *testing.T) { s.testVolumeNamesCollide(ctx, t) })
 	t.Run("a disk dropped from the spec goes with the machine", func(t *testing.T) { s.testDroppedDisk(ctx, t) })
 	t.Run("a raised disk size grows the disk, live while the domain runs", func(t *testing.T) { s.testDiskGrow(ctx, t) })
+	t.Run("snapshots are taken live and off, merged away, restored, and go with the machine", func(t *testing.T) { s.testSnapshots(ctx, t) })
+	t.Run("a snapshot switched by a pass that died before its record is taken once", func(t *testing.T) { s.testSnapshotResumed(ctx, t) })
 	t.Run("a machine without userData gets a seed with both files", func(t *testing.T) { s.testSeedWithoutUserData(ctx, t) })
 	t.Run("audit lists domains whose machine is gone", func(t *testing.T) { s.testAudit(ctx, t) })
 	t.Run("a create libvirtd refuses leaves no record", func(t *testing.T) { s.testRefusedCreateLeavesNoRecord(ctx, t) })

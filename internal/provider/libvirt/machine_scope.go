@@ -95,10 +95,19 @@ func (s *machineScope) stop(ctx context.Context, status *infrav1.LibvirtMachineS
 // writeStatus applies status whole, under the provider's field manager, with the options of the
 // pass's current point.
 func (s *machineScope) writeStatus(ctx context.Context, status *infrav1.LibvirtMachineStatus) error {
-	if err := ssa.ApplyStatus(ctx, s.r.Client, s.machine, status, banlieuev1.FieldManagerProviderLibvirt, s.writeOptions()...); err != nil {
+	if err := ssa.ApplyStatus(ctx, s.r.Client, s.machine, ownStatus(status), banlieuev1.FieldManagerProviderLibvirt, s.writeOptions()...); err != nil {
 		return fmt.Errorf("%s: status: %w", s.phase, err)
 	}
 	return nil
+}
+
+// ownStatus is st as the machine's own provider applies it: status.migrationTarget is a live
+// move's target Provider's, under its own field manager, so it is never sent: a copy read with
+// the machine would take the field over and could put back a stale record.
+func ownStatus(st *infrav1.LibvirtMachineStatus) *infrav1.LibvirtMachineStatus {
+	own := *st
+	own.MigrationTarget = nil
+	return &own
 }
 
 // patchSpec writes what mutate changes in the machine's spec or metadata, and reads the stored

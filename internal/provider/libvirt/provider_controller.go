@@ -5,15 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +24,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
+	"banlieue.io/banlieue/internal/provider/providerkit"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -57,18 +55,15 @@ type ProviderReconciler struct {
 	lost    chan event.GenericEvent
 	mu      sync.Mutex
 	watched map[types.NamespacedName]*libvirt.Client
-	// recorder announces the host becoming reachable or not; set up with the manager.
-	recorder events.EventRecorder
-	// announced keeps a pass reading a stale cache from announcing a transition twice.
-	announced announced
-	// statuses keeps a probe that finds the host as before from writing the status again.
-	statuses providerStatuses
+	// report publishes what a probe found (providerkit); set up with the manager.
+	report *providerkit.Reporter
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.lost = make(chan event.GenericEvent, 64)
-	r.recorder = mgr.GetEventRecorder(RecorderName)
+	r.report = &providerkit.Reporter{Client: r.Client, Class: ClassName, Recorder: mgr.GetEventRecorder(RecorderName),
+		Statuses: &providerkit.Statuses{FieldManager: banlieuev1.FieldManagerProviderLibvirt}}
 	b := ctrl.NewControllerManagedBy(mgr).Named("provider").
 		For(&banlieuev1.Provider{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
@@ -90,22 +85,15 @@ func MachineFieldSelector(name string) fields.Selector {
 
 // Reconcile probes the host and writes the Provider's status.
 func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var p banlieuev1.Provider
-	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			r.Connections.ForgetHost(req.NamespacedName)
-			r.statuses.forget(req.NamespacedName)
-			_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
-			forgetFailureDomains(req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	pp, gone, res, err := r.report.Lookup(ctx, req.NamespacedName)
+	if gone {
+		r.Connections.ForgetHost(req.NamespacedName)
+		_ = r.connectionLost(req.NamespacedName) // drops the connection Forget just closed
 	}
-	if p.Spec.ProviderClassRef.Name != ClassName || !p.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if pp == nil {
+		return res, err
 	}
-	if p.Spec.Paused {
-		return ctrl.Result{RequeueAfter: app.RequeueLong}, nil
-	}
+	p := *pp
 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -113,7 +101,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		// Published before redialling: a redial to a host that stopped answering (frozen, or
 		// gone from the network) lasts the whole dial timeout, with the Provider still Ready.
 		log.FromContext(ctx).Info("provider host unavailable", "reason", banlieuev1.ReasonConnectFailed, "error", err.Error())
-		if err := r.writeFailed(ctx, &p, banlieuev1.ReasonConnectFailed, err.Error()); err != nil {
+		if err := r.report.WriteFailed(ctx, &p, banlieuev1.ReasonConnectFailed, err.Error()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -125,7 +113,7 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			reason = banlieuev1.ReasonCredentialsUnavailable
 		}
 		log.FromContext(ctx).Info("provider host unavailable", "reason", reason, "error", err.Error())
-		if err := r.writeFailed(ctx, &p, reason, err.Error()); err != nil {
+		if err := r.report.WriteFailed(ctx, &p, reason, err.Error()); err != nil {
 			return ctrl.Result{}, err
 		}
 		var specErr *hostconn.SpecError
@@ -138,27 +126,18 @@ func (r *ProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	n := narrowCapabilities(p.Spec.Capabilities, host)
-	status := p.Status.DeepCopy()
-	status.FailureDomains = []banlieuev1.FailureDomain{failureDomain(&p, host, n)}
-	status.ObservedGeneration = p.Generation
-	status.Workload = nil
-	setCondition(status, &p, banlieuev1.ConditionProviderReachable, metav1.ConditionTrue, banlieuev1.ReasonReconciled,
-		fmt.Sprintf("connected; %d pool(s), %d network(s)", len(host.pools), len(host.networks)))
-	if len(n.missing) == 0 {
-		msg := "all declared capabilities are present on the host"
-		if host.domainType == "qemu" {
-			msg += "; the host has no KVM, so its domains run emulated (domain type qemu)"
-		}
-		setCondition(status, &p, banlieuev1.ConditionReady, metav1.ConditionTrue, banlieuev1.ReasonReconciled, msg)
-	} else {
-		setCondition(status, &p, banlieuev1.ConditionReady, metav1.ConditionFalse, banlieuev1.ReasonCapabilitiesIncomplete,
-			"declared capabilities missing on the host: "+strings.Join(n.missing, ", "))
+	ready := "all declared capabilities are present on the host"
+	if host.domainType == "qemu" {
+		ready += "; the host has no KVM, so its domains run emulated (domain type qemu)"
 	}
-	if err := r.statuses.write(ctx, r.Client, &p, status); err != nil {
+	if err := r.report.WriteProbed(ctx, &p, providerkit.Probe{
+		FailureDomains: []banlieuev1.FailureDomain{failureDomain(&p, host, n)},
+		Reachable:      fmt.Sprintf("connected; %d pool(s), %d network(s)", len(host.pools), len(host.networks)),
+		Missing:        n.missing,
+		Ready:          ready,
+	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.emitReachability(&p, p.Status.Conditions, status.Conditions)
-	recordFailureDomains(p.Namespace, p.Name, len(status.FailureDomains))
 	return ctrl.Result{RequeueAfter: cmp.Or(r.Resync, app.RequeueDefault)}, nil
 }
 
@@ -285,47 +264,4 @@ func inventory(ctx context.Context, c *libvirt.Client, mapped map[string]bool) (
 		return host, err
 	}
 	return host, nil
-}
-
-// writeFailed publishes an unreachable host: both conditions False and no failure domains, so
-// nothing is ever scheduled onto capabilities that were not verified.
-func (r *ProviderReconciler) writeFailed(ctx context.Context, p *banlieuev1.Provider, reason, msg string) error {
-	status := p.Status.DeepCopy()
-	status.FailureDomains = nil
-	status.ObservedGeneration = p.Generation
-	status.Workload = nil
-	setCondition(status, p, banlieuev1.ConditionProviderReachable, metav1.ConditionFalse, reason, msg)
-	setCondition(status, p, banlieuev1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	recordFailureDomains(p.Namespace, p.Name, 0)
-	if err := r.statuses.write(ctx, r.Client, p, status); err != nil {
-		return err
-	}
-	r.emitReachability(p, p.Status.Conditions, status.Conditions)
-	// A later write in the same pass (the probe after a lost connection) then records the
-	// transition back to True.
-	p.Status = *status
-	return nil
-}
-
-func setCondition(status *banlieuev1.ProviderStatus, p *banlieuev1.Provider, typ string,
-	st metav1.ConditionStatus, reason, msg string) {
-	banlieuev1.SetCondition(&status.Conditions, p.Generation, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg})
-}
-
-// emitReachability announces ProviderReachable moving between the status a write found and the
-// one it wrote: HostReachable when the host answers again (or for the first time), the failure's
-// own reason (ConnectFailed, CredentialsUnavailable) when it stops. A probe that finds the host
-// as before announces nothing.
-func (r *ProviderReconciler) emitReachability(p *banlieuev1.Provider, before, after []metav1.Condition) {
-	c, moved := app.Transition(before, after, banlieuev1.ConditionProviderReachable)
-	if moved {
-		moved = r.announced.first(string(p.UID)+"/reachable", string(c.Status)+"/"+c.Reason)
-	}
-	switch {
-	case !moved:
-	case c.Status == metav1.ConditionTrue:
-		r.recorder.Eventf(p, nil, corev1.EventTypeNormal, banlieuev1.ReasonHostReachable, "Probe", "%s", c.Message)
-	default:
-		r.recorder.Eventf(p, nil, corev1.EventTypeWarning, c.Reason, "Probe", "%s", c.Message)
-	}
 }

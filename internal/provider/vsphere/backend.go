@@ -24,6 +24,9 @@ type Backend interface {
 	// FailureDomains lists the compute clusters of the inventory as failure domains, each
 	// narrowed to the datastores and networks of q that are reachable there.
 	FailureDomains(ctx context.Context, q FailureDomainQuery) ([]FailureDomain, error)
+	// Template checks that the absolute inventory path template ("/<datacenter>/vm/…") is a
+	// virtual machine template; ErrNotFound when nothing is there.
+	Template(ctx context.Context, template string) error
 	// Ensure clones spec's virtual machine powered off when none carries spec.OwnerUID, and
 	// brings an existing one of that owner to spec; a virtual machine of spec's name without
 	// that proof of owner is never adopted, changed or destroyed (an error, ErrNotOwned).
@@ -63,6 +66,17 @@ type FailureDomain struct {
 	Name, Datacenter, Cluster, ResourcePool, Folder, Region, Zone string
 	Datastores, Networks                                          []string
 	VTPM                                                          bool
+	// CPUs and MemoryMiB are the cluster's size; zero when vCenter reports none.
+	CPUs      int32
+	MemoryMiB int64
+	// DatastoreSpace is the size and free space of each of Datastores vCenter reports one for.
+	DatastoreSpace []DatastoreSpace
+}
+
+// DatastoreSpace is one datastore's size and free space, in whole GiB (rounded down).
+type DatastoreSpace struct {
+	Name                 string
+	CapacityGiB, FreeGiB int64
 }
 
 // MachineSpec is the virtual machine a VSphereMachine asks for, in vCenter's terms.

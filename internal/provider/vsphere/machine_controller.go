@@ -24,6 +24,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/app"
+	"banlieue.io/banlieue/internal/capi"
 	"banlieue.io/banlieue/internal/finalizer"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/tenancy"
@@ -114,6 +115,8 @@ type pass struct {
 	m *infrav1.VSphereMachine
 	p *banlieuev1.Provider
 	b Backend
+	// capi is set for a machine a Cluster API Machine controls (machine_capi.go).
+	capi *capiPass
 }
 
 // Reconcile converges one machine, or tears it down when it is being deleted. Phases: the
@@ -132,6 +135,12 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	defer cancel()
 
 	ps := &pass{m: &m}
+	// A machine of a Cluster API Machine is served as the contract asks (machine_capi.go).
+	if capi.Managed(&m) {
+		if res, done, err := r.clusterAPI(ctx, ps); done {
+			return res, err
+		}
+	}
 	if res, done, err := r.connect(ctx, ps); done {
 		return res, err
 	}
@@ -146,18 +155,18 @@ func (r *MachineReconciler) connect(ctx context.Context, ps *pass) (ctrl.Result,
 	m := ps.m
 	var p banlieuev1.Provider
 	if err := r.Client.Get(ctx, m.ProviderKey(), &p); err != nil {
-		res, err := r.fail(ctx, m, infrav1.ReasonReconcileFailed, fmt.Errorf("reading Provider %s: %w", m.ProviderKey(), err))
+		res, err := r.fail(ctx, ps, infrav1.ReasonReconcileFailed, fmt.Errorf("reading Provider %s: %w", m.ProviderKey(), err))
 		return res, true, err
 	}
 	ps.p = &p
 	if m.Namespace != p.Namespace {
 		var ns corev1.Namespace
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: m.Namespace}, &ns); err != nil {
-			res, err := r.fail(ctx, m, infrav1.ReasonReconcileFailed, fmt.Errorf("reading Namespace %s for Provider %s/%s's allowedNamespaces: %w", m.Namespace, p.Namespace, p.Name, err))
+			res, err := r.fail(ctx, ps, infrav1.ReasonReconcileFailed, fmt.Errorf("reading Namespace %s for Provider %s/%s's allowedNamespaces: %w", m.Namespace, p.Namespace, p.Name, err))
 			return res, true, err
 		}
 		if ok, rule := tenancy.AdmitsNamespace(&p, m.Namespace, ns.Labels); !ok {
-			res, err := r.fail(ctx, m, banlieuev1.ReasonNamespaceNotAllowed,
+			res, err := r.fail(ctx, ps, banlieuev1.ReasonNamespaceNotAllowed,
 				fmt.Errorf("invalid spec.providerRef: Provider %s/%s does not admit namespace %s (%s)", p.Namespace, p.Name, m.Namespace, rule))
 			return res, true, err
 		}
@@ -171,12 +180,12 @@ func (r *MachineReconciler) connect(ctx context.Context, ps *pass) (ctrl.Result,
 		if refusal != nil {
 			reason = refusal.Reason
 		}
-		res, err := r.fail(ctx, m, reason, err)
+		res, err := r.fail(ctx, ps, reason, err)
 		return res, true, err
 	}
 	b, err := r.Sessions.Get(ctx, client.ObjectKeyFromObject(&p), e, version)
 	if err != nil {
-		res, err := r.fail(ctx, m, banlieuev1.ReasonConnectFailed, err)
+		res, err := r.fail(ctx, ps, banlieuev1.ReasonConnectFailed, err)
 		return res, true, err
 	}
 	ps.b = b
@@ -217,7 +226,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, ps *pass) (ctrl
 		// A clone may exist that no status recorded (the pass that made it failed after).
 		fds, err := r.failureDomains(ctx, ps)
 		if err != nil {
-			return r.fail(ctx, m, infrav1.ReasonReconcileFailed, err)
+			return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, err)
 		}
 		if i := slices.IndexFunc(fds, func(fd FailureDomain) bool { return fd.Name == m.Spec.FailureDomain }); i >= 0 {
 			vm, err := ps.b.Get(ctx, fds[i].Datacenter, fds[i].Folder, m.Spec.VMName, string(m.UID))
@@ -226,7 +235,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, ps *pass) (ctrl
 				ref = vm.Ref
 			case errors.Is(err, ErrNotFound), errors.Is(err, ErrNotOwned):
 			default:
-				return r.fail(ctx, m, infrav1.ReasonReconcileFailed, fmt.Errorf("finding virtual machine %s before deletion: %w", m.Spec.VMName, err))
+				return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, fmt.Errorf("finding virtual machine %s before deletion: %w", m.Spec.VMName, err))
 			}
 		}
 	}
@@ -236,7 +245,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, ps *pass) (ctrl
 			if errors.Is(err, ErrNotOwned) {
 				reason = infrav1.ReasonVMNameConflict
 			}
-			return r.fail(ctx, m, reason, fmt.Errorf("deleting virtual machine %s: %w", ref, err))
+			return r.fail(ctx, ps, reason, fmt.Errorf("deleting virtual machine %s: %w", ref, err))
 		}
 	}
 	if _, err := finalizer.Remove(ctx, r.Client, m, infrav1.FinalizerVSphereMachine); err != nil {
@@ -254,15 +263,24 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, ps *pass) (ctrl
 	m := ps.m
 	fds, err := r.failureDomains(ctx, ps)
 	if err != nil {
-		return r.fail(ctx, m, infrav1.ReasonReconcileFailed, err)
+		return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, err)
 	}
-	userData, err := machineUserData(ctx, r.APIReader, m)
+	var userData []byte
+	if ps.capi != nil {
+		var refusal *Refusal
+		userData, refusal, err = ps.capi.bootstrapData(ctx, r.APIReader, m)
+		if err == nil && refusal != nil {
+			return r.fail(ctx, ps, refusal.Reason, refusal)
+		}
+	} else {
+		userData, err = machineUserData(ctx, r.APIReader, m)
+	}
 	if err != nil {
-		return r.fail(ctx, m, infrav1.ReasonReconcileFailed, err)
+		return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, err)
 	}
 	spec, refusal := machineSpec(m, fds, userData)
 	if refusal != nil {
-		return r.fail(ctx, m, refusal.Reason, refusal)
+		return r.fail(ctx, ps, refusal.Reason, refusal)
 	}
 	r.watch(ps.b, spec.Datacenter, spec.Folder)
 	// Identity: the finalizer is the pass's one write before vCenter is changed, so no clone
@@ -273,14 +291,14 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, ps *pass) (ctrl
 	}
 	vm, err := ps.b.Ensure(ctx, spec)
 	if errors.Is(err, ErrNotOwned) {
-		return r.fail(ctx, m, infrav1.ReasonVMNameConflict, fmt.Errorf("virtual machine %s exists in vCenter and is not this machine's; it is left untouched: %w", spec.Name, err))
+		return r.fail(ctx, ps, infrav1.ReasonVMNameConflict, fmt.Errorf("virtual machine %s exists in vCenter and is not this machine's; it is left untouched: %w", spec.Name, err))
 	}
 	if err != nil {
-		return r.fail(ctx, m, infrav1.ReasonReconcileFailed, fmt.Errorf("ensuring virtual machine %s: %w", spec.Name, err))
+		return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, fmt.Errorf("ensuring virtual machine %s: %w", spec.Name, err))
 	}
 	blocked, err := r.power(ctx, ps, spec, &vm)
 	if err != nil {
-		return r.fail(ctx, m, infrav1.ReasonReconcileFailed, err)
+		return r.fail(ctx, ps, infrav1.ReasonReconcileFailed, err)
 	}
 	if id := providerIDFor(vm.BIOSUUID); id != "" && m.Spec.ProviderID != id {
 		patch := client.MergeFrom(m.DeepCopy())
@@ -290,6 +308,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, ps *pass) (ctrl
 		}
 	}
 	status := succeededStatus(m, vm, blocked)
+	if ps.capi != nil {
+		capiStatus(m, &status, true)
+	}
 	if !equality.Semantic.DeepEqual(status, m.Status) {
 		if err := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderVSphere); err != nil {
 			return ctrl.Result{}, err
@@ -346,9 +367,13 @@ func (r *MachineReconciler) power(ctx context.Context, ps *pass, spec MachineSpe
 // fail writes Ready=False with reason and err's message (never a secret: the Backend's errors
 // name steps and objects, not credentials) and tries again on the error interval. It is the
 // one retry policy of every phase.
-func (r *MachineReconciler) fail(ctx context.Context, m *infrav1.VSphereMachine, reason string, err error) (ctrl.Result, error) {
+func (r *MachineReconciler) fail(ctx context.Context, ps *pass, reason string, err error) (ctrl.Result, error) {
+	m := ps.m
 	log.FromContext(ctx).Info("machine not reconciled", "reason", reason, "error", err.Error())
 	status := failedStatus(m, reason, err.Error())
+	if capi.Managed(m) {
+		capiStatus(m, &status, ps.capi != nil)
+	}
 	if !equality.Semantic.DeepEqual(status, m.Status) {
 		if serr := ssa.ApplyStatus(ctx, r.Client, m, &status, banlieuev1.FieldManagerProviderVSphere, ssa.IfUnchanged); client.IgnoreNotFound(serr) != nil {
 			return ctrl.Result{}, serr

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -40,35 +39,11 @@ const (
 // not its own is refused and left untouched, and deleting a machine deletes its virtual machine
 // and nothing else.
 func TestVSphereMachineAgainstVCSim(t *testing.T) {
-	env := testenv.Start(t)
-	sim := vcsimtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env.Create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: simNs}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vc-creds", Namespace: simNs},
-			StringData: map[string]string{KeyUsername: vcsimtest.Username, KeyPassword: vcsimtest.Password}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vc-ca", Namespace: simNs}, Data: map[string]string{"ca.crt": string(sim.CAPEM)}},
-		&banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: simProvider, Namespace: simNs}, Spec: banlieuev1.ProviderSpec{
-			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "vsphere"},
-			Connection: banlieuev1.ProviderConnection{Endpoint: sim.URL,
-				CredentialsRef: banlieuev1.LocalObjectReference{Name: "vc-creds"},
-				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "vc-ca"}}}}})
-
-	// The reconciler runs as the provider's account: the shipped ClusterRole and, as the operator
-	// grants them per Provider, get on its Secret, CA and machines' user-data Secrets by name.
-	account := testenv.ServiceAccountUser(simNs, "banlieue-provider-vsphere-"+simProvider)
-	role, _ := testenv.GeneratedRoles(t, "config/rbac/provider-vsphere/role.yaml")
-	env.Create(ctx, t, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-" + simProvider, Namespace: simNs}}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim", Namespace: simNs}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"},
-				ResourceNames: []string{"vc-creds", userdata.SecretName("web-0"), userdata.SecretName("stranger")}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"vc-ca"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-provider-sim", Namespace: simNs},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "vsphere-provider-sim"},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "banlieue-provider-vsphere-" + simProvider, Namespace: simNs}}})
-	mgr := testenv.NewManagerWith(t, testenv.Impersonating(env.Config, account), testenv.ManagerOptions())
+	s := startSimSuite(ctx, t, simNs, simProvider, banlieuev1.ProviderCapabilities{},
+		userdata.SecretName("web-0"), userdata.SecretName("stranger"))
+	env, sim, mgr := s.env, s.sim, s.mgr
 	r := &MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sessions: &Sessions{Dial: Dial()},
 		ProviderName: simProvider, ProviderNamespace: simNs, Folder: vcsimtest.Folder}
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -7,9 +7,9 @@ package vsphere
 // The rules below generate config/rbac/provider-vsphere/role.yaml, the shared ClusterRole
 // banlieue-provider-vsphere the operator binds to every vsphere provider workload. It grants no
 // Secrets or ConfigMaps: the vCenter credentials, the CA and the per-machine user-data Secrets
-// come by name from the per-Provider Role, as for libvirt. No LibvirtMachine, no Job, no
-// Cluster API object: the vsphere provider serves neither image imports nor Cluster API
-// machines yet.
+// come by name from the per-Provider Role, as for libvirt, and so do the bootstrap data Secrets
+// of Cluster API Machines. No LibvirtMachine, no Job: the vsphere provider serves no image
+// imports.
 //
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=banlieue.io,resources=providers/status,verbs=get;update;patch
@@ -19,6 +19,10 @@ package vsphere
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=vspheremachines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.banlieue.io,resources=vspheremachines/finalizers,verbs=update
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+//
+// A VSphereMachine of a Cluster API Machine reads that Machine (its bootstrap data Secret's name,
+// failure domain, cluster) and its Cluster (spec.paused) by name (machine_capi.go).
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get
 //
 // A machine in another namespace than its Provider's is served only while the Provider's
 // allowedNamespaces admits that namespace, read by name, uncached, on every pass.

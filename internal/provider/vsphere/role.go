@@ -23,12 +23,25 @@ type Options struct {
 	Clones, PowerOperations int
 }
 
-// Setup registers the VSphereMachine reconciler with mgr, dialling vCenter through vcenter.Dial;
-// the sessions are logged out when the manager stops.
+// Setup registers the Provider's probe and the VSphereMachine reconciler with mgr, over one
+// vCenter session per Provider dialled through vcenter.Dial; the sessions are logged out when
+// the manager stops.
 func Setup(mgr ctrl.Manager, o Options) error {
+	sessions := &Sessions{Dial: Dial(vcenter.WithLimits(o.Clones, o.PowerOperations))}
+	if err := (&ProviderReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sessions: sessions, Folder: o.Folder,
+		ProviderName: o.ProviderName, ProviderNamespace: o.ProviderNamespace,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&ImageReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sessions: sessions,
+		ProviderName: o.ProviderName, ProviderNamespace: o.ProviderNamespace,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	r := &MachineReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Sessions:     &Sessions{Dial: Dial(vcenter.WithLimits(o.Clones, o.PowerOperations))},
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sessions: sessions,
 		ProviderName: o.ProviderName, ProviderNamespace: o.ProviderNamespace, Folder: o.Folder, Workers: o.Workers,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -53,9 +53,14 @@ func (a *session) FailureDomains(ctx context.Context, q FailureDomainQuery) ([]F
 	}
 	out := make([]FailureDomain, 0, len(fds))
 	for _, fd := range fds {
+		var space []DatastoreSpace
+		for _, d := range fd.DatastoreSpace {
+			space = append(space, DatastoreSpace{Name: d.Name, CapacityGiB: d.CapacityGiB, FreeGiB: d.FreeGiB})
+		}
 		out = append(out, FailureDomain{
 			Name: fd.Name, Datacenter: fd.Datacenter, Cluster: fd.Cluster, ResourcePool: fd.ResourcePool,
 			Folder: q.Folder, Region: fd.Region, Zone: fd.Zone, Datastores: fd.Datastores, Networks: fd.Networks, VTPM: fd.VTPM,
+			CPUs: fd.CPUs, MemoryMiB: fd.MemoryMiB, DatastoreSpace: space,
 		})
 	}
 	return out, nil
@@ -71,6 +76,30 @@ func templatePath(datacenter, template string) (string, error) {
 	}
 	return rel, nil
 }
+
+func (a *session) Template(ctx context.Context, template string) error {
+	dc, _, ok := strings.Cut(strings.TrimPrefix(template, "/"), "/vm/")
+	if !ok || dc == "" {
+		return fmt.Errorf("check template: %q is not an inventory path /<datacenter>/vm/<folder>/<template>", template)
+	}
+	rel, err := templatePath(dc, template)
+	if err != nil {
+		return err
+	}
+	if err := a.s.Template(ctx, dc, rel); errors.Is(err, vcenter.ErrNotFound) {
+		return notFound{err} // vcenter's step and path, without mapErr's prefix
+	} else if err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// notFound is vcenter's error, matching ErrNotFound.
+type notFound struct{ err error }
+
+func (e notFound) Error() string        { return e.err.Error() }
+func (e notFound) Is(target error) bool { return target == ErrNotFound }
+func (e notFound) Unwrap() error        { return e.err }
 
 func (a *session) Ensure(ctx context.Context, m MachineSpec) (Machine, error) {
 	tpl, err := templatePath(m.Datacenter, m.Template)
@@ -145,6 +174,16 @@ func (s *Sessions) Get(ctx context.Context, key types.NamespacedName, e Endpoint
 	}
 	s.open[key] = openSession{b: b, version: version}
 	return b, nil
+}
+
+// Forget logs out the session of a Provider that is gone.
+func (s *Sessions) Forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.open[key]; ok {
+		delete(s.open, key)
+		go closeQuietly(o.b)
+	}
 }
 
 // CloseAll logs every session out.

@@ -80,7 +80,10 @@ func TestProviderWritesAdmission(t *testing.T) {
 	// A machine not placed yet (a Cluster API template without providerRef): no Provider's.
 	unplaced := machine("vm-unplaced", "")
 	unplaced.Spec.ProviderRef = nil
-	env.Create(ctx, t, vmA, vmB, unplaced)
+	// A machine of host-a moving live to host-b: host-b's provider records what it prepared.
+	moving := machine("vm-moving", "host-a")
+	moving.Spec.Migration = &infrav1.LibvirtMachineMigration{MigrationName: "move-1", TargetProvider: infrav1.ProviderReference{Name: "host-b"}}
+	env.Create(ctx, t, vmA, vmB, unplaced, moving)
 
 	asA, asB, asUnknown := impersonate(t, env.Config, accountA), impersonate(t, env.Config, accountB), impersonate(t, env.Config, unknownAcct)
 	// Each provider applies its own row under its own field manager, as the Reconciler does.
@@ -94,6 +97,13 @@ func TestProviderWritesAdmission(t *testing.T) {
 	}
 	annotate := func(c client.Client, m *infrav1.LibvirtMachine) error {
 		return c.Patch(ctx, m.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"x":"y"}}}`)))
+	}
+	prepared := func(phase infrav1.LibvirtMachineMigrationTargetPhase) *infrav1.LibvirtMachineStatus {
+		return &infrav1.LibvirtMachineStatus{MigrationTarget: &infrav1.LibvirtMachineMigrationTargetStatus{MigrationName: "move-1",
+			Provider: infrav1.ProviderReference{Name: "host-b"}, Pool: "default", Phase: phase, Volumes: []string{moving.Spec.DomainName + "-os.qcow2"}}}
+	}
+	applyTarget := func(c client.Client, m *infrav1.LibvirtMachine, st *infrav1.LibvirtMachineStatus) error {
+		return ssa.ApplyStatus(ctx, c, m.DeepCopy(), st, banlieuev1.FieldManagerProviderLibvirtMigrationTarget)
 	}
 	conditions := `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Reconciled","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
 	providerObj := func(name string) *banlieuev1.Provider {
@@ -113,6 +123,9 @@ func TestProviderWritesAdmission(t *testing.T) {
 		{"A writes its own Provider's status", statusPatch(asA, providerObj("host-a"), conditions)},
 		{"A annotates its own LibvirtMachine", annotate(asA, vmA)},
 		{"A writes its own machine's status", statusPatch(asA, vmA.DeepCopy(), `{"status":{"observedGeneration":1}}`)},
+		{"A writes its own moving machine's status", statusPatch(asA, moving.DeepCopy(), `{"status":{"observedGeneration":1}}`)},
+		{"B, the move's target, records what it prepares", applyTarget(asB, moving, prepared(infrav1.MachineMigrationTargetPreparing))},
+		{"B marks its host prepared", applyTarget(asB, moving, prepared(infrav1.MachineMigrationTargetPrepared))},
 	} {
 		if w.err != nil {
 			t.Errorf("%s: %v", w.what, w.err)
@@ -142,6 +155,19 @@ func TestProviderWritesAdmission(t *testing.T) {
 		{"A places an unplaced LibvirtMachine on its own Provider", asA.Patch(ctx, unplaced.DeepCopy(),
 			client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"providerRef":{"name":"host-a"}}}`))),
 			"only the LibvirtMachines whose providerRef is its own Provider"},
+		{"B, the move's target, writes another field of the moving machine's status", statusPatch(asB, moving.DeepCopy(),
+			`{"status":{"observedGeneration":7}}`), "only status.migrationTarget"},
+		{"B writes its record and the source's conditions at once", statusPatch(asB, moving.DeepCopy(),
+			`{"status":{"migrationTarget":{"migrationName":"move-1","provider":{"name":"host-b"},"pool":"default","phase":"Prepared"},`+
+				`"conditions":[{"type":"Ready","status":"False","reason":"Forged","message":"x","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`),
+			"only status.migrationTarget"},
+		{"B annotates the machine moving to it", annotate(asB, moving), "only status.migrationTarget"},
+		{"B removes the move's request", asB.Patch(ctx, moving.DeepCopy(),
+			client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"migration":null}}`))), "only status.migrationTarget"},
+		{"B records a move target on a machine not moving", applyTarget(asB, vmA, prepared(infrav1.MachineMigrationTargetPrepared)),
+			"only status.migrationTarget"},
+		{"the unknown account records a move target", applyTarget(asUnknown, moving, prepared(infrav1.MachineMigrationTargetFailed)),
+			"serves no Provider the operator knows"},
 		{"an account the operator does not know", statusPatch(asUnknown, providerObj("host-a"), conditions),
 			"serves no Provider the operator knows"},
 	}
@@ -153,6 +179,14 @@ func TestProviderWritesAdmission(t *testing.T) {
 		})
 	}
 
+	var mv infrav1.LibvirtMachine
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(moving), &mv); err != nil {
+		t.Fatal(err)
+	}
+	if mv.Status.MigrationTarget == nil || mv.Status.MigrationTarget.Phase != infrav1.MachineMigrationTargetPrepared ||
+		mv.Status.ObservedGeneration != 1 || mv.Status.Conditions != nil || mv.Spec.Migration == nil || mv.Annotations["x"] != "" {
+		t.Errorf("moving machine %+v / %+v: want B's Prepared record beside A's status and the request intact", mv.Spec.Migration, mv.Status)
+	}
 	var got banlieuev1.VMImage
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(img), &got); err != nil {
 		t.Fatal(err)

@@ -152,6 +152,17 @@ func setup(mgr manager.Manager, opts Options, watchJobs bool) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// The target's side of a live move: the machines moving to this Provider (ADR-0154).
+	if err := (&providerlibvirt.MoveTargetReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Connections:       conns,
+		ProviderName:      opts.ProviderName,
+		ProviderNamespace: opts.ProviderNamespace,
+		Workers:           opts.Workers,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return setupConsole(mgr, opts, conns)
 }
 

@@ -46,6 +46,19 @@ type FailureDomain struct {
 	Datastores   []string
 	Networks     []string
 	VTPM         bool
+	// CPUs and MemoryMiB are the cluster's size: its hosts' logical CPUs and memory (the
+	// cluster summary's numCpuThreads and totalMemory); zero when vCenter reports none.
+	CPUs      int32
+	MemoryMiB int64
+	// DatastoreSpace is the size and free space of each of Datastores, in the same order.
+	DatastoreSpace []DatastoreSpace
+}
+
+// DatastoreSpace is one datastore's size and free space, as its summary reports them, rounded
+// down to whole GiB so that a probe finding a few bytes more written changes nothing.
+type DatastoreSpace struct {
+	Name                 string
+	CapacityGiB, FreeGiB int64
 }
 
 // DomainName is the predictable failure-domain name of a cluster: datacenter path and cluster
@@ -105,7 +118,7 @@ func (s *Session) FailureDomains(ctx context.Context, q FailureDomainQuery) ([]F
 			continue
 		}
 		var ccs []mo.ClusterComputeResource
-		if err := s.retrieveView(ctx, dc.HostFolder, "ClusterComputeResource", []string{"name", "parent", "host", "resourcePool"}, &ccs); err != nil {
+		if err := s.retrieveView(ctx, dc.HostFolder, "ClusterComputeResource", []string{"name", "parent", "host", "resourcePool", "summary"}, &ccs); err != nil {
 			return nil, stepErr("list clusters of "+dcPath, err)
 		}
 		for _, cc := range ccs {
@@ -132,7 +145,7 @@ func (s *Session) FailureDomains(ctx context.Context, q FailureDomainQuery) ([]F
 
 	var out []FailureDomain
 	for _, c := range clusters {
-		ds, nets, err := s.reachable(ctx, c.cc.Host)
+		ds, space, nets, err := s.reachable(ctx, c.cc.Host)
 		if err != nil {
 			return nil, stepErr("read hosts of cluster "+c.path, err)
 		}
@@ -144,6 +157,16 @@ func (s *Session) FailureDomains(ctx context.Context, q FailureDomainQuery) ([]F
 			Datastores:   narrow(q.Datastores, ds),
 			Networks:     narrow(q.Networks, nets),
 			VTPM:         q.VTPM,
+		}
+		for _, name := range fd.Datastores {
+			if sp, ok := space[name]; ok {
+				fd.DatastoreSpace = append(fd.DatastoreSpace, sp)
+			}
+		}
+		if c.cc.Summary != nil {
+			if sum := c.cc.Summary.GetComputeResourceSummary(); sum != nil {
+				fd.CPUs, fd.MemoryMiB = int32(sum.NumCpuThreads), sum.TotalMemory>>20
+			}
 		}
 		fd.Region = nearestTag(tagsOf, c.ancestors, q.RegionCategory)
 		fd.Zone = nearestTag(tagsOf, c.ancestors, q.ZoneCategory)
@@ -214,18 +237,18 @@ func (s *Session) inventoryPath(ctx context.Context, ref types.ManagedObjectRefe
 	return strings.Join(names, "/"), chain, nil
 }
 
-// reachable lists the datastores (accessible) and networks that every usable host of a cluster
-// sees: connected and not in maintenance mode.
-func (s *Session) reachable(ctx context.Context, hosts []types.ManagedObjectReference) ([]string, []string, error) {
+// reachable lists the datastores (accessible, with their space by name) and networks that every
+// usable host of a cluster sees: connected and not in maintenance mode.
+func (s *Session) reachable(ctx context.Context, hosts []types.ManagedObjectReference) ([]string, map[string]DatastoreSpace, []string, error) {
 	if len(hosts) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	var hs []mo.HostSystem
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	pc := property.DefaultCollector(s.vc)
 	if err := pc.Retrieve(cctx, hosts, []string{"datastore", "network", "runtime.connectionState", "runtime.inMaintenanceMode"}, &hs); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var dsRefs, netRefs []types.ManagedObjectReference
 	first := true
@@ -241,21 +264,23 @@ func (s *Session) reachable(ctx context.Context, hosts []types.ManagedObjectRefe
 		netRefs = slices.DeleteFunc(netRefs, func(r types.ManagedObjectReference) bool { return !slices.Contains(h.Network, r) })
 	}
 	var dsNames, netNames []string
+	space := map[string]DatastoreSpace{}
 	if len(dsRefs) > 0 {
 		var dss []mo.Datastore
-		if err := pc.Retrieve(cctx, dsRefs, []string{"name", "summary.accessible"}, &dss); err != nil {
-			return nil, nil, err
+		if err := pc.Retrieve(cctx, dsRefs, []string{"name", "summary.accessible", "summary.capacity", "summary.freeSpace"}, &dss); err != nil {
+			return nil, nil, nil, err
 		}
 		for _, d := range dss {
 			if d.Summary.Accessible {
 				dsNames = append(dsNames, d.Name)
+				space[d.Name] = DatastoreSpace{Name: d.Name, CapacityGiB: d.Summary.Capacity >> 30, FreeGiB: d.Summary.FreeSpace >> 30}
 			}
 		}
 	}
 	if len(netRefs) > 0 {
 		var nets []mo.Network
 		if err := pc.Retrieve(cctx, netRefs, []string{"name"}, &nets); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, n := range nets {
 			netNames = append(netNames, n.Name)
@@ -263,7 +288,7 @@ func (s *Session) reachable(ctx context.Context, hosts []types.ManagedObjectRefe
 	}
 	slices.Sort(dsNames)
 	slices.Sort(netNames)
-	return slices.Compact(dsNames), slices.Compact(netNames), nil
+	return slices.Compact(dsNames), space, slices.Compact(netNames), nil
 }
 
 // tagsByObject reads, through the vAPI tagging service (its own REST session, logged in and out

@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -122,9 +124,23 @@ func TestFailureDomains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// LocalDS_0's size and free space as its summary reports them, in whole GiB, read per datacenter
+	// (each has its own LocalDS_0).
+	space := func(dc string) []DatastoreSpace {
+		var ds mo.Datastore
+		if err := property.DefaultCollector(s.admin.vc).RetrieveOne(ctx, s.ref(t, "/"+dc+"/datastore/LocalDS_0"), []string{"summary"}, &ds); err != nil {
+			t.Fatal(err)
+		}
+		if ds.Summary.Capacity <= 0 {
+			t.Fatalf("%s LocalDS_0 reports capacity %d", dc, ds.Summary.Capacity)
+		}
+		return []DatastoreSpace{{Name: "LocalDS_0", CapacityGiB: ds.Summary.Capacity >> 30, FreeGiB: ds.Summary.FreeSpace >> 30}}
+	}
 	fd := func(name, dc, cluster, region, zone string, nets ...string) FailureDomain {
 		return FailureDomain{Name: name, Datacenter: dc, Cluster: cluster, ResourcePool: cluster + "/Resources",
-			Region: region, Zone: zone, Datastores: []string{"LocalDS_0"}, Networks: nets, VTPM: true}
+			Region: region, Zone: zone, Datastores: []string{"LocalDS_0"}, DatastoreSpace: space(dc), Networks: nets, VTPM: true,
+			// Two vcsim hosts of 2 threads and 4 294 430 720 bytes each: the cluster's size.
+			CPUs: 4, MemoryMiB: (2 * 4294430720) >> 20}
 	}
 	want := []FailureDomain{
 		fd("dc0.dc0-c0", "DC0", "DC0_C0", "eu", "eu-1a", "VM Network", "DC0_DVPG0"),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -85,4 +86,26 @@ func (s *Session) lookup(ctx context.Context, path string, kinds ...string) (typ
 		}
 	}
 	return types.ManagedObjectReference{}, fmt.Errorf("%s is a %s, not a %s", path, ref.Reference().Type, strings.Join(kinds, " or "))
+}
+
+// Template checks that rel, below the datacenter's VM folder, is a virtual machine marked as a
+// template: what a clone of it needs before any machine asks for one. Nothing there, or a
+// virtual machine not marked as a template, is ErrNotFound.
+func (s *Session) Template(ctx context.Context, datacenter, rel string) error {
+	path, err := under(datacenter, "vm", "template", rel)
+	if err != nil {
+		return stepErr("resolve template", err)
+	}
+	ref, err := s.lookup(ctx, path, "VirtualMachine")
+	if err != nil {
+		return stepErr("resolve template", err)
+	}
+	var vm mo.VirtualMachine
+	if err := s.read(ctx, ref, []string{"config.template"}, &vm); err != nil {
+		return stepErr("read template", err)
+	}
+	if vm.Config == nil || !vm.Config.Template {
+		return stepErr("check template", fmt.Errorf("%s is a virtual machine, not a template: %w", path, ErrNotFound))
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
@@ -28,6 +30,11 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
 // The inventory of Start: one datacenter DC0 with one cluster DC0_C0 of two hosts, a template,
@@ -55,9 +62,8 @@ type Sim struct {
 // Start starts the simulator for the test's lifetime.
 func Start(t testing.TB) *Sim {
 	t.Helper()
-	m := simulator.VPX()
-	m.ClusterHost, m.Host, m.Machine = 2, 0, 1
-	if err := m.Create(); err != nil {
+	m, err := NewModel()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
@@ -68,41 +74,76 @@ func Start(t testing.TB) *Sim {
 	srv := m.Service.NewServer()
 	t.Cleanup(srv.Close)
 	s := &Sim{URL: "https://" + srv.URL.Host + "/sdk", CAPEM: caPEM}
-	s.Admin = s.login(t)
-
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
 	ctx := Context(t)
-	tpl := object.NewVirtualMachine(s.Admin, s.Ref(t, Template))
-	if task, err := tpl.PowerOff(ctx); err != nil || task.Wait(ctx) != nil {
-		t.Fatalf("power off the template: %v", err)
-	}
-	if err := tpl.MarkAsTemplate(ctx); err != nil {
+	if s.Admin, err = Login(ctx, s.URL, roots, Username, Password); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := object.NewFolder(s.Admin, s.Ref(t, "/DC0/vm")).CreateFolder(ctx, Folder); err != nil {
+	if err := PrepareInventory(ctx, s.Admin); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// login opens the administrator's session, verifying the server against the CA only.
-func (s *Sim) login(t testing.TB) *vim25.Client {
-	t.Helper()
-	ctx := Context(t)
-	u, _ := url.Parse(s.URL)
+// NewModel creates the inventory of Start (vcsim's VPX model, one cluster of two hosts, one
+// machine), not yet served: the caller sets its TLS and listen address.
+func NewModel() (*simulator.Model, error) {
+	m := simulator.VPX()
+	m.ClusterHost, m.Host, m.Machine = 2, 0, 1
+	if err := m.Create(); err != nil {
+		return nil, fmt.Errorf("vcsim inventory: %w", err)
+	}
+	return m, nil
+}
+
+// Login opens an administrator's session on the simulator at sdk, verifying the server against
+// roots only.
+func Login(ctx context.Context, sdk string, roots *x509.CertPool, user, password string) (*vim25.Client, error) {
+	u, err := url.Parse(sdk)
+	if err != nil {
+		return nil, err
+	}
 	sc := soap.NewClient(u, false)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.CAPEM)
 	tr := sc.DefaultTransport()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	tr.DialTLSContext = (&tls.Dialer{Config: tr.TLSClientConfig}).DialContext
 	c, err := vim25.NewClient(ctx, sc)
 	if err != nil {
-		t.Fatalf("connect to vcsim: %v", err)
+		return nil, fmt.Errorf("connect to vcsim: %w", err)
 	}
-	if err := session.NewManager(c).Login(ctx, url.UserPassword(Username, Password)); err != nil {
-		t.Fatalf("log in to vcsim: %v", err)
+	if err := session.NewManager(c).Login(ctx, url.UserPassword(user, password)); err != nil {
+		return nil, fmt.Errorf("log in to vcsim: %w", err)
 	}
-	return c
+	return c, nil
+}
+
+// PrepareInventory turns the model's one machine into a powered-off template (Template) and makes
+// the folder Folder for the machines, as an administrator.
+func PrepareInventory(ctx context.Context, c *vim25.Client) error {
+	finder := find.NewFinder(c, true)
+	tpl, err := finder.VirtualMachine(ctx, Template)
+	if err != nil {
+		return fmt.Errorf("find the template: %w", err)
+	}
+	task, err := tpl.PowerOff(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("power off the template: %w", err)
+	}
+	if err := tpl.MarkAsTemplate(ctx); err != nil {
+		return fmt.Errorf("mark the template: %w", err)
+	}
+	vmFolder, err := finder.Folder(ctx, "/"+Datacenter+"/vm")
+	if err != nil {
+		return fmt.Errorf("find /%s/vm: %w", Datacenter, err)
+	}
+	if _, err := vmFolder.CreateFolder(ctx, Folder); err != nil {
+		return fmt.Errorf("create the folder %s: %w", Folder, err)
+	}
+	return nil
 }
 
 // Context is a context bounded to a minute, cancelled with the test.
@@ -281,4 +322,33 @@ func ServingCA(t testing.TB) ([]byte, tls.Certificate) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
+}
+
+// ProviderObjects are a vsphere Provider ns/name of this simulator with capabilities, and the
+// Secret (vc-creds, keys username and password) and CA ConfigMap (vc-ca) it names, as a person
+// registers a vCenter (docs/guides/vsphere-provider.md, steps 1 and 2).
+func (s *Sim) ProviderObjects(ns, name string, capabilities banlieuev1.ProviderCapabilities) []client.Object {
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vc-creds", Namespace: ns},
+			StringData: map[string]string{"username": Username, "password": Password}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vc-ca", Namespace: ns}, Data: map[string]string{"ca.crt": string(s.CAPEM)}},
+		&banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: banlieuev1.ProviderSpec{
+			ProviderClassRef: banlieuev1.LocalObjectReference{Name: "vsphere"},
+			Connection: banlieuev1.ProviderConnection{Endpoint: s.URL,
+				CredentialsRef: banlieuev1.LocalObjectReference{Name: "vc-creds"},
+				CABundle:       &banlieuev1.CABundleSource{ConfigMapRef: &banlieuev1.KeySelector{Name: "vc-ca"}}},
+			Capabilities: capabilities}},
+	}
+}
+
+// DatastoreSpace reads the datastore name's summary in DC0: its capacity and free space in
+// bytes, as vCenter reports them.
+func (s *Sim) DatastoreSpace(t testing.TB, name string) (capacity, free int64) {
+	t.Helper()
+	var ds mo.Datastore
+	if err := property.DefaultCollector(s.Admin).RetrieveOne(Context(t), s.Ref(t, "/"+Datacenter+"/datastore/"+name),
+		[]string{"summary"}, &ds); err != nil {
+		t.Fatalf("read datastore %s: %v", name, err)
+	}
+	return ds.Summary.Capacity, ds.Summary.FreeSpace
 }

@@ -1,4 +1,4 @@
-package libvirt
+package providerkit
 
 import (
 	"testing"
@@ -38,8 +38,8 @@ func TestStatusUnchanged(t *testing.T) {
 		{"a new generation observed", &ready, &ready, &newerGeneration, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := statusUnchanged(tc.cached, tc.last, tc.next); got != tc.want {
-				t.Errorf("statusUnchanged = %v, want %v", got, tc.want)
+			if got := Unchanged(tc.cached, tc.last, tc.next); got != tc.want {
+				t.Errorf("Unchanged = %v, want %v", got, tc.want)
 			}
 		})
 	}

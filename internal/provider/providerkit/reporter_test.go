@@ -1,4 +1,4 @@
-package libvirt
+package providerkit
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // last write (a stale cache) announces nothing new; a real transition is announced once.
 func TestEmitReachabilityOncePerTransition(t *testing.T) {
 	rec := events.NewFakeRecorder(16)
-	r := &ProviderReconciler{recorder: rec}
+	r := &Reporter{Recorder: rec}
 	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "lab", Namespace: "ns", UID: "u1"}}
 	reach := func(st metav1.ConditionStatus, reason string) []metav1.Condition {
 		return []metav1.Condition{{Type: banlieuev1.ConditionProviderReachable, Status: st, Reason: reason}}
@@ -31,7 +31,7 @@ func TestEmitReachabilityOncePerTransition(t *testing.T) {
 		{up, down, ""}, // again from a stale cache
 		{down, up, "Normal HostReachable"},
 	} {
-		r.emitReachability(p, step.before, step.after)
+		r.EmitReachability(p, step.before, step.after)
 		got := ""
 		select {
 		case e := <-rec.Events:
