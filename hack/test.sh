@@ -13,6 +13,7 @@
 #      BANLIEUE_SHARED_LAB and BANLIEUE_SHARED_LAB_PORT (the shared lane's; default
 #      /var/tmp/banlieue-lab-shared, 16515), BANLIEUE_MIGRATION_LAB and BANLIEUE_MIGRATION_BASE_PORT,
 #      BANLIEUE_KEEP_LAB=1 leaves the libvirt lab running afterwards,
+#      BANLIEUE_TEST_BINARY names a banlieue binary the tests run (default: `make build` here),
 #      BANLIEUE_TEST_REPORT=DIR keeps the per-package results there (.ci/run's summary reads them),
 #      BANLIEUE_TEST_STREAMS_DONE=FILE is created once the streams and test/hardening's chaos loop
 #      are done (.ci/run starts its node suites then, on libvirtds of their own).
@@ -150,6 +151,18 @@ phase "the test packages compiled"
 # parallelism into Go's build cache (go list -export compiles without linking; a second through a
 # warm cache). A package that does not compile is reported by go test, in its place.
 go list -test -export "${free[@]}" "${lab[@]}" "${shared[@]}" "${alone[@]}" >/dev/null 2>&1 || true
+
+phase "the banlieue binary (make build), shared by the tests that run it"
+# Built once here, where no test's deadline runs: a cold build of it (-trimpath shares nothing
+# with the test builds) beside the streams took over ten minutes, and each package built its own.
+if [[ -z ${BANLIEUE_TEST_BINARY:-} ]]; then
+  bin_dir=${TMPDIR:-/tmp}/banlieue-test-bin-$(printf %s "$PWD" | sha256sum | cut -c1-8)
+  mkdir -p "$bin_dir"
+  # Renamed into place, so a process still running the previous binary keeps it.
+  make --no-print-directory build BIN="$bin_dir/banlieue.new"
+  mv -f "$bin_dir/banlieue.new" "$bin_dir/banlieue"
+  export BANLIEUE_TEST_BINARY=$bin_dir/banlieue
+fi
 # Each package's result goes to the report directory, read by the table at the end (and by
 # .ci/run's): a directory of this run's own unless BANLIEUE_TEST_REPORT names one.
 # shellcheck source=lib/gotest.sh

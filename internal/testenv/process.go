@@ -36,7 +36,8 @@ var built struct {
 // checkout's own under the system temporary directory: no test's TempDir outlives its test, and a
 // fixed path per checkout is overwritten by the next run instead of piling up. The binary is
 // renamed into place, so a process still running the previous one keeps it. BANLIEUE_TEST_BINARY
-// names a binary built beforehand instead, which saves a link per test package in CI.
+// names a binary built beforehand instead: hack/test.sh builds one for every package, outside
+// any test's deadline.
 func Banlieue(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("BANLIEUE_TEST_BINARY"); bin != "" {
