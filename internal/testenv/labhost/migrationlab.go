@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -63,6 +64,12 @@ func (l MigrationLab) Dial(t testing.TB, uri string) *libvirt.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// LabOf is the host at uri as a testenv.LibvirtLab, for the helpers that take one (a Provider,
+// a namespace's credentials, virsh).
+func (l MigrationLab) LabOf(uri string) testenv.LibvirtLab {
+	return testenv.LibvirtLab{Dir: l.Dir, Endpoint: uri, PKI: filepath.Join(l.Dir, "pki")}
 }
 
 // HostPath is where a path of host's /var/lib/libvirt is on this machine.

@@ -2,7 +2,6 @@ package cloudguest
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -489,21 +488,9 @@ func (s *suite) domain(ctx context.Context, t *testing.T, vm *banlieuev1.Virtual
 	return dom
 }
 
-// agent sends one command to the guest agent, with a deadline on both sides.
+// agent sends one command to the guest agent (labhost.AgentCommand).
 func (s *suite) agent(ctx context.Context, dom libvirt.Domain, cmd string, reply any) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := s.host.DomainAgentCommand(ctx, dom, cmd, 20)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Return json.RawMessage `json:"return"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return fmt.Errorf("agent reply %q: %w", out, err)
-	}
-	return json.Unmarshal(r.Return, reply)
+	return labhost.AgentCommand(ctx, s.host, dom, cmd, reply)
 }
 
 func (s *suite) hostname(ctx context.Context, t *testing.T, dom libvirt.Domain) string {
@@ -519,19 +506,5 @@ func (s *suite) hostname(ctx context.Context, t *testing.T, dom libvirt.Domain) 
 
 // readFile reads a small guest file through the agent.
 func (s *suite) readFile(ctx context.Context, dom libvirt.Domain, path string) (string, error) {
-	var handle int64
-	if err := s.agent(ctx, dom, fmt.Sprintf(`{"execute":"guest-file-open","arguments":{"path":%q,"mode":"r"}}`, path), &handle); err != nil {
-		return "", err
-	}
-	var read struct {
-		Buf string `json:"buf-b64"`
-	}
-	err := s.agent(ctx, dom, fmt.Sprintf(`{"execute":"guest-file-read","arguments":{"handle":%d,"count":4096}}`, handle), &read)
-	var closed struct{}
-	_ = s.agent(context.Background(), dom, fmt.Sprintf(`{"execute":"guest-file-close","arguments":{"handle":%d}}`, handle), &closed)
-	if err != nil {
-		return "", err
-	}
-	data, err := base64.StdEncoding.DecodeString(read.Buf)
-	return string(data), err
+	return labhost.ReadGuestFile(ctx, s.host, dom, path)
 }

@@ -10,7 +10,6 @@ package cloudguest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +48,7 @@ func newSuite(t *testing.T) (context.Context, *suite) {
 		t.Skip("boots VMs")
 	}
 	lab := testenv.RequireLibvirtLab(t)
-	imageDir := cloudGuest(t)
+	imageDir := labhost.CloudGuest(t)
 	env := testenv.Start(t)
 	testenv.SetLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,27 +123,4 @@ func isolatedBridge(t *testing.T, name string) {
 	if err := ip("link", "set", name, "up"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// cloudGuest builds (or finds in its cache) the image and returns its directory. A cold build
-// takes minutes; hack/test.sh runs the script before the tests, so here it is normally cached.
-func cloudGuest(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "cloud-guest.sh")).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%v: %s", err, tailOf(string(ee.Stderr), 2000))
-		}
-		testenv.MissingPrerequisite(t, "building the cloud guest (hack/cloud-guest.sh): "+err.Error())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
-}
-
-func tailOf(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
