@@ -173,7 +173,9 @@ func startMovingMachine(ctx context.Context, t *testing.T) *movingMachine {
 			}
 		})
 	}
-	if dom, err = a.end.c.DomainCreate(ctx, dom, 0); err != nil {
+	// OVMF and swtpm under software emulation: on a loaded machine the start has taken more
+	// than the client's 30 s, and how fast QEMU starts is no promise of the move's.
+	if dom, err = a.end.c.DomainCreate(libvirt.WithCallTimeout(ctx, 3*time.Minute), dom, 0); err != nil {
 		t.Fatal(err)
 	}
 	plan := movePlan{Domain: domName, Disks: []string{osDisk, dataDisk}, Seed: seed, MaxDowntime: 500 * time.Millisecond}
