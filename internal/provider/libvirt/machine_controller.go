@@ -366,6 +366,14 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 			m.Status.Volumes = live.Status.Volumes
 			return nil
 		},
+		refreshSnapshots: func(ctx context.Context) error {
+			var live infrav1.LibvirtMachine
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+				return err
+			}
+			m.Status.Snapshots, m.Status.Restore, m.Status.Volumes = live.Status.Snapshots, live.Status.Restore, live.Status.Volumes
+			return nil
+		},
 	}
 }
 

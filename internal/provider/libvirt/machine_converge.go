@@ -49,6 +49,9 @@ type volumeRecord struct {
 	// refresh re-reads the record from the API server, past a cache that may lag behind the
 	// machine's own last write.
 	refresh func(ctx context.Context) error
+	// refreshSnapshots re-reads status.snapshots, status.restore and status.volumes from the API
+	// server, for the same reason.
+	refreshSnapshots func(ctx context.Context) error
 	// snapshots writes status.snapshots, with layer names added to status.volumes, before the
 	// host changes (machine_snapshot.go).
 	snapshots snapshotRecordWriter
@@ -81,6 +84,14 @@ func converge(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine,
 	diskPaths, err := ensureDisks(ctx, c, pool, m, boot, names.volumes, record)
 	if err != nil {
 		return obs, err // names its volume: "creating volume …"
+	}
+	if hasSnapshotRecord(m) {
+		// The record names each disk's top and the next snapshot step. A pass that read it from a
+		// cache behind this provider's own last write would define the domain over an older
+		// layer, hiding the writes since; so it is read from the API server.
+		if err := record.refreshSnapshots(ctx); err != nil {
+			return obs, fmt.Errorf("re-reading status.snapshots: %w", err)
+		}
 	}
 	if names.current != nil {
 		if err := convergeRestore(ctx, c, pool, m, names.existing, record.restore); err != nil {

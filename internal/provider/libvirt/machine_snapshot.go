@@ -54,6 +54,12 @@ func diskTops(s *infrav1.LibvirtMachineSpec, snaps []infrav1.LibvirtMachineSnaps
 	return tops
 }
 
+// hasSnapshotRecord says whether the machine asks for or records any snapshot or restore: only
+// then does a pass read that record from the API server. Pure.
+func hasSnapshotRecord(m *infrav1.LibvirtMachine) bool {
+	return len(m.Spec.Snapshots) > 0 || len(m.Status.Snapshots) > 0 || m.Spec.Restore != nil || m.Status.Restore != nil
+}
+
 // snapshotStep is the one thing a pass does about snapshots, decided by planSnapshots.
 type snapshotStep int
 

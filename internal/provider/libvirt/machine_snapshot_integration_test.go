@@ -2,6 +2,7 @@ package libvirt
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/ssa"
+	"banlieue.io/banlieue/internal/testenv"
 	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -112,6 +114,15 @@ func (s *machineSuite) testSnapshots(ctx context.Context, t *testing.T) {
 		t.Fatalf("no vda in %s", xml)
 		return nil
 	}
+	// persistentTop waits for the persistent definition's top of vda to be want: a stopped
+	// domain's snapshot is recorded, then the same pass redefines the domain over its layer.
+	persistentTop := func(what, want string) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, what, func() error {
+			c := chain(libvirt.DomainXMLInactive)
+			return testenv.Unmet(len(c) > 0 && c[0] == want, fmt.Sprintf("vda's persistent chain %v, want %s on top", c, want))
+		})
+	}
 	qemuIO := func(file, cmd string) {
 		t.Helper()
 		args := []string{"-f", "qcow2", "-c", cmd, filepath.Join(dir, file)}
@@ -150,9 +161,7 @@ func (s *machineSuite) testSnapshots(ctx context.Context, t *testing.T) {
 	qemuIO(layer("uid-s1"), "write -P 0xa1 0 64k")
 	update(snapshots("s1", "s2"))
 	s.waitMachine(ctx, t, key, 60*time.Second, recorded("s1", "s2"))
-	if c := chain(libvirt.DomainXMLInactive); c[0] != layer("uid-s2") {
-		t.Errorf("the stopped domain's top %v, want s2's layer", c)
-	}
+	persistentTop("the stopped domain's top: s2's layer", layer("uid-s2"))
 	qemuIO(layer("uid-s2"), "write -P 0xb2 1M 64k")
 
 	// The older deleted while off: an inner commit, the domain stopped again after.

@@ -173,3 +173,24 @@ func TestRestoreRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestHasSnapshotRecord: a pass reads the snapshot record from the API server exactly when the
+// machine asks for or records a snapshot or a restore.
+func TestHasSnapshotRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    infrav1.LibvirtMachine
+		want bool
+	}{
+		{"none", infrav1.LibvirtMachine{}, false},
+		{"asked", infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{Snapshots: snapReq("s1")}}, true},
+		{"recorded only (the request gone, the layer merging)", infrav1.LibvirtMachine{Status: infrav1.LibvirtMachineStatus{
+			Snapshots: []infrav1.LibvirtMachineSnapshotStatus{{Name: "s1", Phase: infrav1.SnapshotDeleting}}}}, true},
+		{"a restore asked", infrav1.LibvirtMachine{Spec: infrav1.LibvirtMachineSpec{Restore: &infrav1.LibvirtMachineRestore{}}}, true},
+		{"a restore reported", infrav1.LibvirtMachine{Status: infrav1.LibvirtMachineStatus{Restore: &infrav1.LibvirtMachineRestoreStatus{}}}, true},
+	} {
+		if got := hasSnapshotRecord(&tc.m); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
