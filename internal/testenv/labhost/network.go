@@ -22,7 +22,8 @@ type NATNetwork struct {
 	// Subnet is the /24's first three octets and a dot, e.g. "198.18.64.": inside 198.18.0.0/15,
 	// reserved for benchmarking (RFC 2544), so it is nobody's real network. Suites that run one
 	// after another on the lab may share one; two networks alive at once need two. The lab's own
-	// (hack/lab.sh, alive while the lab is up) is 198.18.66.
+	// (hack/lab.sh, alive while the lab is up) is 198.18.66.; taken by suites: 198.18.64.
+	// (test/e2e/cloudguest), 198.18.65. (test/capi), 198.18.67. (test/e2e/migration).
 	Subnet string
 }
 

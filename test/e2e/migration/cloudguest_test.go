@@ -64,7 +64,7 @@ func TestCloudGuestMovesLive(t *testing.T) {
 	}
 	imageDir := labhost.CloudGuest(t)
 	run := testenv.RunID()
-	nat := labhost.NATNetwork{Name: "mv-guest-" + run, Bridge: "mvnat" + run, Subnet: "198.18.66."}
+	nat := labhost.NATNetwork{Name: "mv-guest-" + run, Bridge: "mvnat" + run, Subnet: "198.18.67."}
 	ctx, ch := startChain(t, "chain-guest", &nat)
 	env, name := ch.env, ch.name
 	base := "debian-12-cloud-" + run + ".raw"
