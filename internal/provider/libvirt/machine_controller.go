@@ -359,22 +359,31 @@ func (r *MachineReconciler) volumeRecord(m *infrav1.LibvirtMachine) volumeRecord
 			return nil
 		},
 		refresh: func(ctx context.Context) error {
-			var live infrav1.LibvirtMachine
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+			live, err := r.readStored(ctx, m)
+			if err != nil {
 				return err
 			}
 			m.Status.Volumes = live.Status.Volumes
 			return nil
 		},
 		refreshSnapshots: func(ctx context.Context) error {
-			var live infrav1.LibvirtMachine
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+			live, err := r.readStored(ctx, m)
+			if err != nil {
 				return err
 			}
 			m.Status.Snapshots, m.Status.Restore, m.Status.Volumes = live.Status.Snapshots, live.Status.Restore, live.Status.Volumes
 			return nil
 		},
 	}
+}
+
+// readStored reads the machine as the API server stores it, past the cache.
+func (r *MachineReconciler) readStored(ctx context.Context, m *infrav1.LibvirtMachine) (*infrav1.LibvirtMachine, error) {
+	var live infrav1.LibvirtMachine
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &live); err != nil {
+		return nil, err
+	}
+	return &live, nil
 }
 
 // claimIdentity makes the pass's first API write, before anything on the host is created: the
