@@ -81,10 +81,15 @@ func TestImportJobAdmission(t *testing.T) {
 	}
 	create := func(c client.Client, job client.Object) error { return c.Create(ctx, job, client.DryRunAll) }
 
-	// A new policy takes effect once the API server has compiled it: wait for its first refusal.
+	// A new policy takes effect once the API server has compiled it, and the file holds two
+	// that load independently: wait for the first refusal of each.
 	testenv.Eventually(t, 30*time.Second, "the import policy in force", func() error {
 		return refusedWith(create(asA, own(func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = accountB + "-import" })),
 			"serviceAccountName must be "+accountA+"-import")
+	})
+	testenv.Eventually(t, 30*time.Second, "the provider pods policy in force", func() error {
+		return refusedWith(create(asA, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: admBuildNs},
+			Spec: own(nil).Spec.Template.Spec}), "may not create or change Pods")
 	})
 	if err := create(asA, own(nil)); err != nil {
 		t.Errorf("provider A's own import Job, exactly as importJob builds it: %v", err)
