@@ -96,6 +96,7 @@ func newControllerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&export.Image, "export-image", envOr("BANLIEUE_EXPORT_IMAGE", ""), "image of the VirtualMachineExport Jobs (banlieue's own); empty: no export Job, exports of stopped VMs wait (env BANLIEUE_EXPORT_IMAGE)")
 	f.StringVar(&export.Namespace, "build-namespace", "banlieue-imagebuild", "namespace of the export Jobs and of the Providers' export accounts")
+	f.StringArrayVar(&export.InsecureRegistries, "export-insecure-registry", nil, "registry (host or host:port) export Jobs may push to over plain HTTP (repeatable)")
 	export.Bounds.AddFlags(f, "export")
 	export.Pull.AddFlags(f, "export")
 	return cmd

@@ -31,10 +31,13 @@ type ExportJobs struct {
 	// Namespace is the build namespace, where the Provider's export account lives.
 	Namespace string
 	// Image is the banlieue image the Jobs run (--export-image).
-	Image       string
-	Bounds      jobbounds.Bounds
-	Pull        jobimage.Pull
-	Tolerations []corev1.Toleration
+	Image string
+	// InsecureRegistries are the registries (host or host:port) export Jobs may push to over
+	// plain HTTP (--export-insecure-registry).
+	InsecureRegistries []string
+	Bounds             jobbounds.Bounds
+	Pull               jobimage.Pull
+	Tolerations        []corev1.Toleration
 }
 
 // exportPoll is how often an export in flight reads its Job: the Jobs are read by name, not
@@ -146,8 +149,9 @@ func (r *exportReconciler) startExportJob(ctx context.Context, e *banlieuev1.Vir
 		Export:    e,
 		Volume:    exportjob.VolumeRef{ProviderNamespace: p.Namespace, Provider: p.Name, Domain: m.Spec.DomainName, Pool: m.Spec.Pool, Volume: vol},
 		Namespace: r.jobs.Namespace, Image: r.jobs.Image,
-		ServiceAccount: operator.ExportAccountName(operator.WorkloadName(p.Spec.ProviderClassRef.Name, p.Namespace, p.Name)),
-		Bounds:         r.jobs.Bounds, Pull: r.jobs.Pull, Tolerations: r.jobs.Tolerations,
+		ServiceAccount:   operator.ExportAccountName(operator.WorkloadName(p.Spec.ProviderClassRef.Name, p.Namespace, p.Name)),
+		InsecureRegistry: exportjob.InsecureRegistry(e.Spec.Target.Registry.Repository, r.jobs.InsecureRegistries),
+		Bounds:           r.jobs.Bounds, Pull: r.jobs.Pull, Tolerations: r.jobs.Tolerations,
 	})
 	if err := r.client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("export %s/%s: creating Job %s/%s: %w", e.Namespace, e.Name, job.Namespace, job.Name, err)

@@ -1,7 +1,6 @@
 package imagebuilder
 
 import (
-	"slices"
 	"testing"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -17,19 +16,8 @@ func TestBuildJobNetworkPolicy(t *testing.T) {
 	policies := testenv.NetworkPolicyFiles(t, ns, "config/networkpolicy/imagebuild.yaml")
 	job := buildJob(jobSpec{Image: testImage(), Source: banlieuev1.ImageSource{ImportFrom: "https://a/b.img"}, Kind: banlieuev1.ArtifactCloudImage,
 		Namespace: ns, ContainerImage: "banlieue:v1", PVC: "banlieue-artifacts", Bounds: jobbounds.DefaultBuild()})
-	problems, access := testenv.NetworkPolicyProblems(policies, ns, job.Spec.Template)
-	for _, p := range problems {
-		t.Error(p)
-	}
-	if !slices.Equal(access.Policies, []string{"banlieue-default-deny", "banlieue-build-jobs"}) {
-		t.Errorf("selected by %v", access.Policies)
-	}
-	if len(access.IngressPorts) != 0 {
-		t.Errorf("ingress allowed on %v", access.IngressPorts)
-	}
-	if want := []string{"TCP/443", "TCP/53", "TCP/80", "UDP/53"}; !slices.Equal(access.EgressPorts, want) {
-		t.Errorf("egress %v, want %v", access.EgressPorts, want)
-	}
+	testenv.CheckJobPod(t, policies, ns, job.Spec.Template, []string{"banlieue-default-deny", "banlieue-build-jobs"},
+		[]string{"TCP/443", "TCP/53", "TCP/80", "UDP/53"})
 	if job.Spec.Template.Spec.AutomountServiceAccountToken == nil || *job.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Error("the build pod mounts a token: it would need the API server's egress")
 	}

@@ -64,6 +64,28 @@ func splitYAML(t *testing.T, data []byte) [][]byte {
 	}
 }
 
+// CheckJobPod fails t unless the Job pod template pod of namespace ns is isolated both ways by
+// policies, selected by exactly the policies named (in the files' order), let in on no port and
+// out on exactly egress ("TCP/443", any order): a Job serves nothing, and reaches only what its
+// work needs.
+func CheckJobPod(t *testing.T, policies []networkingv1.NetworkPolicy, ns string, pod corev1.PodTemplateSpec, selectedBy, egress []string) {
+	t.Helper()
+	problems, access := NetworkPolicyProblems(policies, ns, pod)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if !slices.Equal(access.Policies, selectedBy) {
+		t.Errorf("selected by %v, want %v", access.Policies, selectedBy)
+	}
+	if len(access.IngressPorts) != 0 {
+		t.Errorf("ingress allowed on %v", access.IngressPorts)
+	}
+	want := slices.Sorted(slices.Values(egress))
+	if !slices.Equal(access.EgressPorts, want) {
+		t.Errorf("egress %v, want %v", access.EgressPorts, want)
+	}
+}
+
 // NetworkAccess is what the policies selecting one pod allow it.
 type NetworkAccess struct {
 	// Policies are the names of the policies that select the pod.

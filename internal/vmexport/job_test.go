@@ -1,8 +1,8 @@
 package vmexport
 
 import (
-	"banlieue.io/banlieue/internal/vmexport/exportjob"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +15,9 @@ import (
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/jobbounds"
+	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/vmexport/exportjob"
+	"banlieue.io/banlieue/pkg/libvirt"
 )
 
 func exportFixture() *banlieuev1.VirtualMachineExport {
@@ -83,6 +86,55 @@ func TestExportJob(t *testing.T) {
 	if len(anon.Spec.Template.Spec.Volumes) != 1 || len(anon.Spec.Template.Spec.Containers[0].Env) != 1 {
 		t.Errorf("anonymous push: volumes %+v env %+v", anon.Spec.Template.Spec.Volumes, anon.Spec.Template.Spec.Containers[0].Env)
 	}
+	if slices.Contains(anon.Spec.Template.Spec.Containers[0].Args, "--insecure-registry") {
+		t.Errorf("a registry not listed is reached over plain HTTP: %q", anon.Spec.Template.Spec.Containers[0].Args)
+	}
+	plain := exportjob.Job(exportjob.JobSpec{Export: e, Volume: vol, Namespace: "b", Image: "i", ServiceAccount: "s", Bounds: b, InsecureRegistry: true})
+	if args := plain.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, append(slices.Clone(want), "--insecure-registry")) {
+		t.Errorf("plain HTTP: args %q", args)
+	}
+}
+
+// TestInsecureRegistry: only the registry an administrator listed, as go-containerregistry names
+// it (host, or host:port), is reached over plain HTTP; its repositories' paths and tags do not
+// matter, and a port or a prefix is not a match.
+func TestInsecureRegistry(t *testing.T) {
+	listed := []string{"registry.lab:5000", "10.0.0.7"}
+	for _, tt := range []struct {
+		repository string
+		want       bool
+	}{
+		{"registry.lab:5000/team-a/web-01", true},
+		{"registry.lab:5000/team-a/web-01:nightly", true},
+		{"10.0.0.7/exports/vm", true},
+		{"registry.lab/team-a/web-01", false},
+		{"registry.lab:5001/team-a/web-01", false},
+		{"10.0.0.70/exports/vm", false},
+		{"registry.lab:5000.evil.example/x", false},
+		{"docker.io/library/busybox", false},
+		{"Not A Reference", false},
+	} {
+		if got := exportjob.InsecureRegistry(tt.repository, listed); got != tt.want {
+			t.Errorf("InsecureRegistry(%q) = %v, want %v", tt.repository, got, tt.want)
+		}
+	}
+	if exportjob.InsecureRegistry("registry.lab:5000/x", nil) {
+		t.Error("with nothing listed, a registry is reached over plain HTTP")
+	}
+}
+
+// TestExportJobNetworkPolicy: an export Job's pod is isolated both ways by the install's policies
+// of the build namespace (config/networkpolicy/imagebuild.yaml; the chart renders the same, held by
+// test/install), nothing may connect to it, and it may reach the API server (the Provider and its
+// credentials), DNS, libvirtd's TLS port (the disk) and HTTPS (the registry), and nothing else.
+func TestExportJobNetworkPolicy(t *testing.T) {
+	const ns = "banlieue-imagebuild"
+	policies := testenv.NetworkPolicyFiles(t, ns, "config/networkpolicy/imagebuild.yaml")
+	vol := VolumeRef{ProviderNamespace: "infra", Provider: "host-a", Domain: "team-a-web-01", Pool: "default", Volume: "team-a-web-01-root.qcow2"}
+	job := exportjob.Job(exportjob.JobSpec{Export: exportFixture(), Volume: vol, Namespace: ns, Image: "banlieue:v1",
+		ServiceAccount: "s", Bounds: jobbounds.DefaultImport()})
+	testenv.CheckJobPod(t, policies, ns, job.Spec.Template, []string{"banlieue-default-deny", "banlieue-export-jobs"},
+		[]string{fmt.Sprintf("TCP/%d", libvirt.DefaultPort), "TCP/443", "TCP/53", "TCP/6443", "UDP/53"})
 }
 
 func TestCommandDeadline(t *testing.T) {

@@ -135,16 +135,18 @@ func typed(t *testing.T, objs []*unstructured.Unstructured) []runtime.Object {
 }
 
 // TestChartNetworkPolicyValues: the chart's networkPolicy values reach every rule they name:
-// narrowed API server, libvirt and source CIDRs and ports replace the defaults in each policy
-// (none still allows everywhere), the scrapers' peers are the ones given, and enabled=false
-// renders no policy at all.
+// narrowed API server, libvirt, source and export registry CIDRs and ports replace the defaults
+// in each policy (none still allows everywhere), the scrapers' peers are the ones given, and
+// enabled=false renders no policy at all.
 func TestChartNetworkPolicyValues(t *testing.T) {
 	helm := helmBinary(t)
 	objs := typed(t, parseObjects(t, renderChart(t, helm, "--set", "console.enabled=true",
 		"--set", "networkPolicy.apiServer.cidrs={192.0.2.10/32}", "--set", "networkPolicy.apiServer.ports={6443}",
 		"--set", "networkPolicy.libvirtHosts.cidrs={198.51.100.0/24}", "--set", "networkPolicy.buildSources.cidrs={203.0.113.0/24}",
+		"--set", "networkPolicy.exportRegistries.cidrs={233.252.0.0/24}", "--set", "networkPolicy.exportRegistries.ports={5443}",
 		"--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring")))
-	want := map[string]string{"TCP/6443": "192.0.2.10/32", "TCP/16514": "198.51.100.0/24", "TCP/80": "203.0.113.0/24", "TCP/443": "203.0.113.0/24", "TCP/9443": "192.0.2.10/32"}
+	want := map[string]string{"TCP/6443": "192.0.2.10/32", "TCP/16514": "198.51.100.0/24", "TCP/80": "203.0.113.0/24", "TCP/443": "203.0.113.0/24",
+		"TCP/9443": "192.0.2.10/32", "TCP/5443": "233.252.0.0/24"}
 	n := 0
 	for _, o := range objs {
 		p, ok := o.(*networkingv1.NetworkPolicy)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -37,6 +38,14 @@ const (
 	finishedTTL = 86400
 )
 
+// InsecureRegistry is whether repository's registry (host or host:port, as go-containerregistry
+// names it) is one of registries, which the administrator lets export Jobs reach over plain
+// HTTP; an unparsable repository is not.
+func InsecureRegistry(repository string, registries []string) bool {
+	ref, err := name.ParseReference(repository)
+	return err == nil && slices.Contains(registries, ref.Context().RegistryStr())
+}
+
 // JobName is the Job of the export with uid: one Job per export, found again by every pass.
 func JobName(uid string) string { return "banlieue-export-" + uid }
 
@@ -56,9 +65,11 @@ type JobSpec struct {
 	// CredentialsSecret, when set, is the Secret in Namespace holding .dockerconfigjson, mounted
 	// as DOCKER_CONFIG: never an argument or an environment value.
 	CredentialsSecret string
-	Bounds            jobbounds.Bounds
-	Pull              jobimage.Pull
-	Tolerations       []corev1.Toleration
+	// InsecureRegistry reaches the export's registry over plain HTTP (InsecureRegistry).
+	InsecureRegistry bool
+	Bounds           jobbounds.Bounds
+	Pull             jobimage.Pull
+	Tolerations      []corev1.Toleration
 }
 
 // Job is the export Job of s: `banlieue provider libvirt export --volume ...` pushing to the
@@ -78,6 +89,9 @@ func Job(s JobSpec) *batchv1.Job {
 	}
 	if d := CommandDeadline(s.Bounds.Deadline); d > 0 {
 		args = append(args, "--deadline", d.String())
+	}
+	if s.InsecureRegistry {
+		args = append(args, "--insecure-registry")
 	}
 	labels := map[string]string{
 		banlieuev1.LabelName:      "banlieue",

@@ -2,7 +2,6 @@ package image
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,19 +24,6 @@ func TestImportJobNetworkPolicy(t *testing.T) {
 	p := &banlieuev1.Provider{ObjectMeta: metav1.ObjectMeta{Name: "host-7", Namespace: "tenant-a"}}
 	job := importJob(importJobSpec{Image: img, Provider: p, Pool: "default", Volume: "kairos-00ab.raw", Namespace: ns,
 		ContainerImage: "banlieue:v1", ServiceAccount: "banlieue-import"})
-	problems, access := testenv.NetworkPolicyProblems(policies, ns, job.Spec.Template)
-	for _, p := range problems {
-		t.Error(p)
-	}
-	if !slices.Equal(access.Policies, []string{"banlieue-default-deny", "banlieue-import-jobs"}) {
-		t.Errorf("selected by %v", access.Policies)
-	}
-	if len(access.IngressPorts) != 0 {
-		t.Errorf("ingress allowed on %v", access.IngressPorts)
-	}
-	want := []string{fmt.Sprintf("TCP/%d", libvirt.DefaultPort), "TCP/443", "TCP/53", "TCP/6443", "UDP/53"}
-	slices.Sort(want)
-	if !slices.Equal(access.EgressPorts, want) {
-		t.Errorf("egress %v, want %v", access.EgressPorts, want)
-	}
+	testenv.CheckJobPod(t, policies, ns, job.Spec.Template, []string{"banlieue-default-deny", "banlieue-import-jobs"},
+		[]string{fmt.Sprintf("TCP/%d", libvirt.DefaultPort), "TCP/443", "TCP/53", "TCP/6443", "UDP/53"})
 }
