@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,7 +59,15 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 	guest := guestImage(t)
 	caPEM, baseURL, ociRef := httpsSource(t, filepath.Dir(guest), guest)
 
-	c := installForSources(t, n, caPEM)
+	// The export's registry: plain HTTP on the node's bridge, which the release lets export
+	// Jobs push to and build Jobs pull from (each role's insecure registries, the port in
+	// each policy).
+	exports := plainRegistry(t)
+	_, exportPort, _ := net.SplitHostPort(exports)
+	c := installForSources(t, n, caPEM, "--set", "controller.exportJobs.insecureRegistries={"+exports+"}",
+		"--set", "networkPolicy.exportRegistries.ports={443,"+exportPort+"}",
+		"--set", "imagebuilder.limits.insecureRegistries={"+exports+"}",
+		"--set", "networkPolicy.buildSources.ports={80,443,"+exportPort+"}")
 	ctx := t.Context()
 	t.Logf("release installed and Ready after %v", time.Since(start).Round(time.Second))
 
@@ -236,19 +250,162 @@ func TestGuideImageFlowOnTheRealNode(t *testing.T) {
 		t.Errorf("build pod %s: node %q, phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
 	}
 	t.Logf("OCI containerDisk %s built and imported into %s in %v", ociRef, pool, time.Since(start).Round(time.Second))
+
+	exported := exportStoppedVM(t, n, c, vm, exports)
+	restoreFromExport(t, n, c, host, class, exported)
+}
+
+// exportStoppedVM follows docs/guides/libvirt-provider.md, "Exporting a disk off its host", on
+// the real node: the VM powered off, a VirtualMachineExport to the registry at registryHost →
+// the controller's export Job runs as a pod on the node under the Provider's export account,
+// downloads the disk from the lab host and pushes it → the export is Ready with the digest the
+// registry serves, and the VM stays off while the Job copies.
+func exportStoppedVM(t *testing.T, n node, c client.Client, vm *banlieuev1.VirtualMachine, registryHost string) (imageRef string) {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Now()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+		t.Fatal(err)
+	}
+	off := vm.DeepCopy()
+	off.Spec.DesiredPowerState, off.Spec.PowerOffMode = banlieuev1.PoweredOff, banlieuev1.PowerOffHard
+	if err := c.Patch(ctx, off, client.MergeFrom(vm)); err != nil {
+		t.Fatalf("powering %s off: %v", vm.Name, err)
+	}
+	testenv.Eventually(t, 3*time.Minute, "VirtualMachine "+vm.Name+" Stopped", func() error {
+		var got banlieuev1.VirtualMachine
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+			return err
+		}
+		return testenv.Unmet(got.Status.Phase == banlieuev1.VMPhaseStopped, fmt.Sprintf("phase %s", got.Status.Phase))
+	})
+	repo := registryHost + "/exports/" + vm.Name
+	export := &banlieuev1.VirtualMachineExport{ObjectMeta: metav1.ObjectMeta{Name: vm.Name + "-export", Namespace: vm.Namespace},
+		Spec: banlieuev1.VirtualMachineExportSpec{VirtualMachineName: vm.Name,
+			Target: banlieuev1.ExportTarget{Registry: &banlieuev1.ExportRegistryTarget{Repository: repo}}}}
+	create(t, c, export)
+	var got banlieuev1.VirtualMachineExport
+	testenv.Eventually(t, 5*time.Minute, "VirtualMachineExport "+export.Name+" Ready", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(export), &got); err != nil {
+			return err
+		}
+		if got.Status.Phase == banlieuev1.ExportFailed {
+			t.Fatalf("export failed: %+v; pods: %s", got.Status, podStates(ctx, n, buildNS))
+		}
+		return testenv.Unmet(got.Status.Phase == banlieuev1.ExportReady,
+			fmt.Sprintf("phase %s, conditions %+v; pods: %s", got.Status.Phase, got.Status.Conditions, podStates(ctx, n, buildNS)))
+	})
+	// The image the status names, by digest in the export's repository, is in the registry.
+	ref, err := name.ParseReference(got.Status.ImageRef, name.Insecure)
+	if _, byDigest := ref.(name.Digest); err != nil || !byDigest || ref.Context().String() != repo {
+		t.Fatalf("status.imageRef %q (%v): want %s@sha256:…", got.Status.ImageRef, err, repo)
+	}
+	desc, err := remote.Head(ref, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("the registry does not serve the export's image %s: %v", ref, err)
+	}
+	if !strings.HasPrefix(got.Status.Digest, "sha256:") || got.Status.SizeBytes == nil || *got.Status.SizeBytes <= 0 {
+		t.Errorf("status digest %q, size %v; want the disk's sha256 and size", got.Status.Digest, got.Status.SizeBytes)
+	}
+	pod := jobPod(t, n, got.Status.JobName)
+	if sa := pod.Spec.ServiceAccountName; !strings.HasSuffix(sa, "-export") || pod.Spec.NodeName != n.name ||
+		pod.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("export pod %s: ServiceAccount %q, node %q, phase %s; want the Provider's export account, %s, Succeeded",
+			pod.Name, sa, pod.Spec.NodeName, pod.Status.Phase, n.name)
+	}
+	var after banlieuev1.VirtualMachine
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vm), &after); err != nil || after.Status.Phase != banlieuev1.VMPhaseStopped {
+		t.Errorf("VirtualMachine %s after the export: phase %s (%v), want Stopped", vm.Name, after.Status.Phase, err)
+	}
+	t.Logf("exported %s (%d bytes, manifest %s) by pod %s in %v", vm.Name, *got.Status.SizeBytes, desc.Digest,
+		pod.Name, time.Since(start).Round(time.Second))
+	return got.Status.ImageRef
+}
+
+// restoreFromExport is the restore of a lost host (docs/guides/libvirt-provider.md, "Exporting a
+// disk off its host"): a VMImage whose source is the export's status.imageRef, built by a build
+// Job pod and imported, and a new VirtualMachine of it whose domain runs on the lab host.
+func restoreFromExport(t *testing.T, n node, c client.Client, host *libvirt.Client, class *banlieuev1.VMClass, imageRef string) {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Now()
+	const imageName, vmName = "node-restored", "node-vm-02"
+	create(t, c, &banlieuev1.VMImage{
+		ObjectMeta: metav1.ObjectMeta{Name: imageName},
+		Spec: banlieuev1.VMImageSpec{
+			OSFamily: "linux", OSDistribution: "busybox", OSVersion: "1.35", Architecture: "amd64", GuestAgent: "cloud-init",
+			Sources:  []banlieuev1.ImageSource{{ProviderClass: "libvirt", Kind: banlieuev1.SourceURL, Ref: imageName, ImportFrom: imageRef}},
+			Template: &banlieuev1.VMImageTemplate{InstallMode: "immediate"},
+		},
+	})
+	vm := &banlieuev1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: vmName, Namespace: systemNS},
+		Spec: banlieuev1.VirtualMachineSpec{
+			ClassRef: banlieuev1.LocalObjectReference{Name: class.Name}, ImageRef: banlieuev1.LocalObjectReference{Name: imageName},
+			DesiredPowerState: banlieuev1.PoweredOn, MigrationPolicy: "never",
+		},
+	}
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatalf("creating VirtualMachine %s: %v", vmName, err)
+	}
+	domain := systemNS + "-" + vmName
+	t.Cleanup(func() { // the VM deleted by banlieue first; a domain it left is then removed
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = c.Delete(ctx, vm)
+		testenv.WaitGone(ctx, t, c, vm, 2*time.Minute)
+		labhost.RemoveDomains(ctx, host, domain)
+	})
+	testenv.Eventually(t, 8*time.Minute, "VirtualMachine "+vmName+" Ready from the export", func() error {
+		var img banlieuev1.VMImage
+		if err := c.Get(ctx, client.ObjectKey{Name: imageName}, &img); err != nil {
+			return err
+		}
+		if a := img.Status.BuildArtifact; a != nil && a.Phase == banlieuev1.BuildFailed {
+			t.Fatalf("the build of the export failed: %+v; pods: %s", *a, podStates(ctx, n, buildNS))
+		}
+		var got banlieuev1.VirtualMachine
+		if err := c.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
+			return err
+		}
+		return testenv.Unmet(meta.IsStatusConditionTrue(got.Status.Conditions, banlieuev1.ConditionReady),
+			fmt.Sprintf("VM conditions %+v; image %+v; pods: %s", got.Status.Conditions, img.Status.BuildArtifact, podStates(ctx, n, buildNS)))
+	})
+	dom, err := host.DomainLookupByName(ctx, domain)
+	if err != nil {
+		t.Fatalf("domain %s on the lab host: %v", domain, err)
+	}
+	if st, _, err := host.DomainState(ctx, dom); err != nil || st != libvirt.DomainRunning {
+		t.Fatalf("domain %s: state %v (%v), want running", domain, st, err)
+	}
+	t.Logf("VirtualMachine %s from the export %s running after %v", vmName, imageRef, time.Since(start).Round(time.Second))
+}
+
+// plainRegistry serves an in-memory OCI registry over plain HTTP on the node's bridge address,
+// where pods reach the host, until t ends, and returns its host:port.
+func plainRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
+	if err != nil {
+		t.Fatalf("listening on the node's bridge: %v", err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
 }
 
 // installForSources installs the release for builds from hack/labsource on the node's bridge:
 // the artifacts PersistentVolume, the chart with the trust option for a private CA
 // (imagebuilder.jobs.caBundleConfigMap) and the allow-list for the source's network, and then
-// the trust option as the guide gives it, a ConfigMap of CA bundles in the build namespace. It
-// returns a client of the node's API server.
-func installForSources(t *testing.T, n node, caPEM []byte) client.Client {
+// the trust option as the guide gives it, a ConfigMap of CA bundles in the build namespace; extra
+// are more of the chart's flags. It returns a client of the node's API server.
+func installForSources(t *testing.T, n node, caPEM []byte, extra ...string) client.Client {
 	t.Helper()
 	importImage(t)
 	artifactsPV(t, n)
-	installChart(t, n, "--set", "imagebuilder.jobs.caBundleConfigMap="+sourceCA,
-		"--set", "imagebuilder.limits.allowNetworks={"+nodeIP+"/32}")
+	installChart(t, n, append([]string{"--set", "imagebuilder.jobs.caBundleConfigMap=" + sourceCA,
+		"--set", "imagebuilder.limits.allowNetworks={" + nodeIP + "/32}"}, extra...)...)
 	waitRolesReady(t, n, corev1.PullNever)
 	c := n.client(t)
 	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sourceCA, Namespace: buildNS},
