@@ -1,6 +1,7 @@
 package install
 
 import (
+	"cmp"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"banlieue.io/banlieue/internal/imagebuilder/build"
 	"banlieue.io/banlieue/internal/jobbounds"
@@ -159,6 +162,67 @@ func TestChartBuildJobPull(t *testing.T) {
 			pull, ca := parse(args)
 			if pull.Policy != tt.pull.Policy || !slices.Equal(pull.Secrets, tt.pull.Secrets) || ca != tt.ca {
 				t.Errorf("build Jobs pull %+v with CA ConfigMap %q, want %+v and %q (args %q)", pull, ca, tt.pull, tt.ca, args)
+			}
+		})
+	}
+}
+
+// TestChartExportJobs: both installs configure the controller's export Jobs
+// (docs/guides/libvirt-provider.md, "Exporting a disk off its host"): BANLIEUE_EXPORT_IMAGE is
+// the controller's own image unless controller.exportJobs.image names another, and the chart's
+// pull policy, pull secrets and plain-HTTP registries reach the controller's export flags; left
+// unset, no such flag is rendered, as config/default renders none.
+func TestChartExportJobs(t *testing.T) {
+	helm := helmBinary(t)
+	for _, tt := range []struct {
+		name      string
+		rendering []byte
+		image     string // "" wants the controller's own
+		pull      jobimage.Pull
+		insecure  []string
+	}{
+		{"helm template (default values)", renderChart(t, helm), "", jobimage.Pull{}, nil},
+		{"kubectl kustomize config/default", renderKustomize(t), "", jobimage.Pull{}, nil},
+		{"helm template (export values set)", renderChart(t, helm, setFlags([]string{"image.pullPolicy=Never",
+			"controller.exportJobs.image=registry.example/banlieue-export:v2",
+			"controller.exportJobs.imagePullSecrets[0].name=regcred", "controller.exportJobs.insecureRegistries={registry.lab:5000,10.0.0.7}"})...),
+			"registry.example/banlieue-export:v2", jobimage.Pull{Policy: "Never", Secrets: []string{"regcred"}}, []string{"registry.lab:5000", "10.0.0.7"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var d *appsv1.Deployment
+			for _, o := range parseObjects(t, tt.rendering) {
+				if o.GetKind() == "Deployment" && o.GetName() == "banlieue-controller" {
+					d = &appsv1.Deployment{}
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if d == nil {
+				t.Fatal("no Deployment banlieue-controller")
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			want := cmp.Or(tt.image, c.Image)
+			var got []string
+			for _, e := range c.Env {
+				if e.Name == "BANLIEUE_EXPORT_IMAGE" {
+					got = append(got, e.Value)
+				}
+			}
+			if !slices.Equal(got, []string{want}) || strings.HasPrefix(want, "banlieue:") {
+				t.Errorf("BANLIEUE_EXPORT_IMAGE %q, want %q (the controller runs %s)", got, want, c.Image)
+			}
+			var pull jobimage.Pull
+			var insecure []string
+			fs := pflag.NewFlagSet("export", pflag.ContinueOnError)
+			fs.ParseErrorsAllowlist.UnknownFlags = true
+			pull.AddFlags(fs, "export")
+			fs.StringArrayVar(&insecure, "export-insecure-registry", nil, "")
+			if err := fs.Parse(c.Args); err != nil {
+				t.Fatalf("parsing %q: %v", c.Args, err)
+			}
+			if pull.Policy != tt.pull.Policy || !slices.Equal(pull.Secrets, tt.pull.Secrets) || !slices.Equal(insecure, tt.insecure) {
+				t.Errorf("export Jobs pull %+v, insecure registries %q; want %+v and %q (args %q)", pull, insecure, tt.pull, tt.insecure, c.Args)
 			}
 		})
 	}
