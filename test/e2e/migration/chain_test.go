@@ -36,6 +36,9 @@ type chain struct {
 	name  string             // the test's VM, image, class and pools are named from it
 	hosts map[string]labHost // by Provider name
 	uris  map[string]string  // by Provider name
+	// stopController stops banlieue-controller, which runs in a manager of its own so that a
+	// test can stop it and start another (restartController) while the providers go on.
+	stopController func() error
 }
 
 // other is the Provider a VM on the given one moves to.
@@ -67,12 +70,10 @@ func startChain(t *testing.T, ns string, nat *labhost.NATNetwork) (context.Conte
 		})
 	}
 
+	ch.restartController(t)
 	mgr := env.NewManager(t)
 	conns := hostconn.NewConnections()
 	t.Cleanup(conns.Close)
-	if err := controller.Setup(mgr, controller.Options{}); err != nil {
-		t.Fatal(err)
-	}
 	for _, setup := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&providerlibvirt.ProviderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second},
 		&providerlibvirt.MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second},
@@ -85,6 +86,22 @@ func startChain(t *testing.T, ns string, nat *labhost.NATNetwork) (context.Conte
 	testenv.StartManager(t, mgr)
 	env.CreateLabNamespace(ctx, t, l.LabOf(l.A), ns, "chain-creds", "chain-ca")
 	return ctx, ch
+}
+
+// restartController stops banlieue-controller's manager, if one runs, and starts a new one: the
+// new process of a controller that crashed, with nothing of the old one's memory.
+func (ch *chain) restartController(t *testing.T) {
+	t.Helper()
+	if ch.stopController != nil {
+		if err := ch.stopController(); err != nil {
+			t.Errorf("stopping banlieue-controller: %v", err)
+		}
+	}
+	mgr := ch.env.NewManager(t)
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ch.stopController = testenv.StartManager(t, mgr)
 }
 
 // provider registers the host behind Provider p (lab-a or lab-b) with caps.
@@ -121,6 +138,14 @@ func (ch *chain) machine(ctx context.Context, t *testing.T) *infrav1.LibvirtMach
 // migration and the VM as it is then.
 func (ch *chain) move(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, step int, base string) (*banlieuev1.VirtualMachineMigration, *banlieuev1.VirtualMachine) {
 	t.Helper()
+	return ch.moveWith(ctx, t, vm, step, base, nil)
+}
+
+// moveWith is move with during, when set, called once the migration is created, before its end
+// is awaited.
+func (ch *chain) moveWith(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine, step int, base string,
+	during func(migration string)) (*banlieuev1.VirtualMachineMigration, *banlieuev1.VirtualMachine) {
+	t.Helper()
 	first := ch.machine(ctx, t)
 	from := vm.Status.Scheduled.ProviderName
 	to := other[from]
@@ -128,6 +153,9 @@ func (ch *chain) move(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualM
 	ch.env.Create(ctx, t, &banlieuev1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: mv, Namespace: ch.ns},
 		Spec: banlieuev1.VirtualMachineMigrationSpec{VMName: ch.name, TargetProvider: &banlieuev1.MigrationProviderReference{Name: to},
 			TimeoutSeconds: ptr.To[int32](900)}})
+	if during != nil {
+		during(mv)
+	}
 	var m banlieuev1.VirtualMachineMigration
 	testenv.Eventually(t, 10*time.Minute, mv+" final", func() error {
 		err := ch.env.Client.Get(ctx, client.ObjectKey{Namespace: ch.ns, Name: mv}, &m)

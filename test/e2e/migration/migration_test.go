@@ -80,6 +80,37 @@ func checkRunsOnly(ctx context.Context, t *testing.T, h, other labHost, dom libv
 // ends Drained, the VM moved live.
 func TestLiveMigrationEndToEnd(t *testing.T) {
 	ctx, ch := startChain(t, "chain-lab", nil)
+	env := ch.env
+	vm := ch.tinyVM(ctx, t)
+	first := ch.machine(ctx, t)
+	for i := range 2 {
+		_, vm = ch.move(ctx, t, vm, i+1, moveBase)
+	}
+
+	// A drain of the Provider the VM runs on moves it live. A merge patch, not Get/Update: the
+	// providers write the Provider's status all along, so an update carrying the
+	// resourceVersion read would conflict.
+	from := vm.Status.Scheduled.ProviderName
+	var p banlieuev1.Provider
+	testenv.Patch(ctx, t, env.Client, client.ObjectKey{Namespace: ch.ns, Name: from}, &p, func(p *banlieuev1.Provider) {
+		p.Spec.Unschedulable, p.Spec.Drain = true, &banlieuev1.ProviderDrain{}
+	})
+	testenv.Eventually(t, 10*time.Minute, "the drain of "+from+" Drained", func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ch.ns, Name: from}, &p)
+		return testenv.Unmet(err == nil && p.Status.Drain != nil && p.Status.Drain.Phase == banlieuev1.DrainDrained, fmt.Sprintf("%+v (%v)", p.Status.Drain, err))
+	})
+	if m := ch.machine(ctx, t); m.UID != first.UID || m.Status.DomainUUID != first.Status.DomainUUID || m.Spec.ProviderRef.Name != other[from] {
+		t.Fatalf("after the drain: machine %s on %s with domain %s, want %s on %s with %s", m.UID, m.Spec.ProviderRef.Name, m.Status.DomainUUID,
+			first.UID, other[from], first.Status.DomainUUID)
+	}
+	checkRunsOnly(ctx, t, ch.hosts[other[from]], ch.hosts[from], ch.domain())
+}
+
+// tinyVM starts the chain's VM: a blank base image on both hosts under the same name, recorded
+// as present on both Providers, a small BIOS class and a VirtualMachine under migrationPolicy
+// live, running on one of them.
+func (ch *chain) tinyVM(ctx context.Context, t *testing.T) *banlieuev1.VirtualMachine {
+	t.Helper()
 	env, name := ch.env, ch.name
 	base := filepath.Join(t.TempDir(), moveBase)
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(moveDiskSize)).CombinedOutput(); err != nil {
@@ -108,28 +139,38 @@ func TestLiveMigrationEndToEnd(t *testing.T) {
 	env.Create(ctx, t, &banlieuev1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ch.ns},
 		Spec: banlieuev1.VirtualMachineSpec{ClassRef: banlieuev1.LocalObjectReference{Name: name}, ImageRef: banlieuev1.LocalObjectReference{Name: name},
 			DesiredPowerState: banlieuev1.PoweredOn, MigrationPolicy: "live"}})
+	return ch.ready(ctx, t, "the VM running")
+}
 
-	vm := ch.ready(ctx, t, "the VM running")
-	first := ch.machine(ctx, t)
-	for i := range 2 {
-		_, vm = ch.move(ctx, t, vm, i+1, moveBase)
+// TestLiveMoveConvergesAfterControllerRestart stops banlieue-controller during live moves, once
+// while the target is prepared and once while the domain migrates, and starts a new one a few
+// seconds later while the providers go on: each move still ends Succeeded, the machine handed
+// over (the same machine and domain UUID), the domain running on the target alone and nothing
+// but the base left in the source's pool (docs/adr/0154-live-migration-peer-to-peer-over-tls.md,
+// "Crash recovery"). The providers' side of it is TestLiveMoveConvergesAfterProviderKilled.
+func TestLiveMoveConvergesAfterControllerRestart(t *testing.T) {
+	ctx, ch := startChain(t, "chain-restart", nil)
+	vm := ch.tinyVM(ctx, t)
+	for i, at := range []banlieuev1.MigrationPhase{banlieuev1.MigrationPreparingTarget, banlieuev1.MigrationMigrating} {
+		_, vm = ch.moveWith(ctx, t, vm, i+1, moveBase, func(mv string) {
+			var m banlieuev1.VirtualMachineMigration
+			testenv.Eventually(t, 2*time.Minute, mv+" "+string(at)+" or later", func() error {
+				err := ch.env.Client.Get(ctx, client.ObjectKey{Namespace: ch.ns, Name: mv}, &m)
+				return testenv.Unmet(err == nil && (m.Status.Phase == at || phaseAfter(m.Status.Phase, at)), fmt.Sprintf("phase %q (%v)", m.Status.Phase, err))
+			})
+			if err := ch.stopController(); err != nil {
+				t.Errorf("stopping banlieue-controller: %v", err)
+			}
+			t.Logf("%s: banlieue-controller stopped in phase %s (waited for %s)", mv, m.Status.Phase, at)
+			time.Sleep(3 * time.Second) // the providers go on alone
+			ch.restartController(t)
+		})
 	}
+}
 
-	// A drain of the Provider the VM runs on moves it live. A merge patch, not Get/Update: the
-	// providers write the Provider's status all along, so an update carrying the
-	// resourceVersion read would conflict.
-	from := vm.Status.Scheduled.ProviderName
-	var p banlieuev1.Provider
-	testenv.Patch(ctx, t, env.Client, client.ObjectKey{Namespace: ch.ns, Name: from}, &p, func(p *banlieuev1.Provider) {
-		p.Spec.Unschedulable, p.Spec.Drain = true, &banlieuev1.ProviderDrain{}
-	})
-	testenv.Eventually(t, 10*time.Minute, "the drain of "+from+" Drained", func() error {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ch.ns, Name: from}, &p)
-		return testenv.Unmet(err == nil && p.Status.Drain != nil && p.Status.Drain.Phase == banlieuev1.DrainDrained, fmt.Sprintf("%+v (%v)", p.Status.Drain, err))
-	})
-	if m := ch.machine(ctx, t); m.UID != first.UID || m.Status.DomainUUID != first.Status.DomainUUID || m.Spec.ProviderRef.Name != other[from] {
-		t.Fatalf("after the drain: machine %s on %s with domain %s, want %s on %s with %s", m.UID, m.Spec.ProviderRef.Name, m.Status.DomainUUID,
-			first.UID, other[from], first.Status.DomainUUID)
-	}
-	checkRunsOnly(ctx, t, ch.hosts[other[from]], ch.hosts[from], ch.domain())
+// phaseAfter is whether phase p comes after at on a migration's way to Succeeded.
+func phaseAfter(p, at banlieuev1.MigrationPhase) bool {
+	order := []banlieuev1.MigrationPhase{banlieuev1.MigrationPending, banlieuev1.MigrationPreparingTarget,
+		banlieuev1.MigrationMigrating, banlieuev1.MigrationSucceeded}
+	return slices.Index(order, p) > slices.Index(order, at)
 }
