@@ -2,10 +2,14 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
@@ -30,4 +34,17 @@ func (e *Env) VirtualMachineFor(ctx context.Context, t testing.TB, machine types
 		t.Fatalf("writing VirtualMachine %s status.infrastructureRef: %v", machine, err)
 	}
 	return machine
+}
+
+// WaitVMCondition waits until the VirtualMachine key has condition cond True, and fails t after
+// timeout with the conditions it last had.
+func WaitVMCondition(ctx context.Context, t testing.TB, c client.Reader, key types.NamespacedName, cond string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, key.Name+" "+cond+"=True", func() error {
+		var vm banlieuev1.VirtualMachine
+		if err := c.Get(ctx, key, &vm); err != nil {
+			return err
+		}
+		return Unmet(meta.IsStatusConditionTrue(vm.Status.Conditions, cond), fmt.Sprintf("%+v", vm.Status.Conditions))
+	})
 }

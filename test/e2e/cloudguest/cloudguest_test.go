@@ -11,8 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -469,14 +467,7 @@ func decode(t *testing.T, doc string) client.Object {
 // cloud-init's final stage is over.
 func (s *suite) waitGuestReady(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) {
 	t.Helper()
-	testenv.Eventually(t, bootTimeout, vm.Name+" GuestReady=True", func() error {
-		var got banlieuev1.VirtualMachine
-		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(vm), &got); err != nil {
-			return testenv.Unmet(false, err.Error())
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, banlieuev1.ConditionGuestReady)
-		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", got.Status.Conditions))
-	})
+	testenv.WaitVMCondition(ctx, t, s.env.Client, client.ObjectKeyFromObject(vm), banlieuev1.ConditionGuestReady, bootTimeout)
 }
 
 func (s *suite) domain(ctx context.Context, t *testing.T, vm *banlieuev1.VirtualMachine) libvirt.Domain {

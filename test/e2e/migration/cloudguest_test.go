@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -148,14 +147,8 @@ func TestCloudGuestMovesLive(t *testing.T) {
 // /run/banlieue/phase through the guest agent.
 func waitGuestReady(ctx context.Context, t *testing.T, ch *chain, what string) {
 	t.Helper()
-	testenv.Eventually(t, guestBootTimeout, what, func() error {
-		var vm banlieuev1.VirtualMachine
-		if err := ch.env.Client.Get(ctx, client.ObjectKey{Namespace: ch.ns, Name: ch.name}, &vm); err != nil {
-			return testenv.Unmet(false, err.Error())
-		}
-		c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionGuestReady)
-		return testenv.Unmet(c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", vm.Status.Conditions))
-	})
+	t.Log(what)
+	testenv.WaitVMCondition(ctx, t, ch.env.Client, client.ObjectKey{Namespace: ch.ns, Name: ch.name}, banlieuev1.ConditionGuestReady, guestBootTimeout)
 }
 
 // readGuest reads the guest's boot_id, uptime, count and its address on the NAT network through
