@@ -246,7 +246,8 @@ func stepMigration(in migrationInput) banlieuev1.VirtualMachineMigrationStatus {
 		return end(banlieuev1.MigrationCancelled, banlieuev1.ReasonVMDeleted,
 			fmt.Sprintf("VirtualMachine %s is being deleted; the migration is cancelled", in.VM.Name))
 	}
-	if r := providerReport(in.Machine, m.Name); r != nil {
+	r := providerReport(in.Machine, m.Name)
+	if r != nil {
 		st.DowntimeMilliseconds, st.TotalMilliseconds = r.DowntimeMilliseconds, r.TotalMilliseconds
 		switch r.Phase {
 		case infrav1.MachineMigrationSucceeded:
@@ -270,9 +271,15 @@ func stepMigration(in migrationInput) banlieuev1.VirtualMachineMigrationStatus {
 			fmt.Sprintf("spec.cancel was set; the provider was asked to stop and the VM runs on Provider %s", endpointName(st.Source)))
 	}
 	if d := migrationDeadline(m, &st); !d.IsZero() && !in.Now.Time.Before(d) {
+		// A report under way with a message is a provider that cannot tell where the VM runs
+		// (it says so, and touches nothing): its words, not the source's name, end the message.
+		where := "the VM runs on Provider " + endpointName(st.Source)
+		if r != nil && r.Message != "" {
+			where = "the provider reports: " + r.Message
+		}
 		return end(banlieuev1.MigrationFailed, banlieuev1.ReasonMigrationTimeout, fmt.Sprintf(
-			"the move did not complete within spec.timeoutSeconds (%ds); the provider was asked to stop and the VM runs on Provider %s",
-			ptr.Deref(m.Spec.TimeoutSeconds, defaultMigrationTimeout), endpointName(st.Source)))
+			"the move did not complete within spec.timeoutSeconds (%ds); the provider was asked to stop and %s",
+			ptr.Deref(m.Spec.TimeoutSeconds, defaultMigrationTimeout), where))
 	}
 	return st
 }

@@ -46,12 +46,15 @@ func started(m *banlieuev1.VirtualMachineMigration) {
 	m.Status.Target = &banlieuev1.MigrationEndpoint{ProviderName: "kvm-b", ProviderNamespace: testNS, FailureDomain: "kvm-b"}
 }
 
-func machineReporting(phase infrav1.LibvirtMachineMigrationPhase) *infrav1.LibvirtMachine {
+func machineReporting(phase infrav1.LibvirtMachineMigrationPhase, mutate ...func(*infrav1.LibvirtMachine)) *infrav1.LibvirtMachine {
 	lm := &infrav1.LibvirtMachine{}
 	lm.Spec.Migration = &infrav1.LibvirtMachineMigration{MigrationName: "m", TargetProvider: infrav1.ProviderReference{Name: "kvm-b", Namespace: testNS}}
 	if phase != "" {
 		lm.Status.Migration = &infrav1.LibvirtMachineMigrationStatus{MigrationName: "m", Phase: phase, Message: "step perform: boom",
 			DowntimeMilliseconds: ptr.To[int64](120), TotalMilliseconds: ptr.To[int64](9000)}
+	}
+	for _, f := range mutate {
+		f(lm)
 	}
 	return lm
 }
@@ -126,6 +129,15 @@ func TestStepMigration(t *testing.T) {
 			now: later(time.Minute), phase: banlieuev1.MigrationFailed, ready: "False/MigrationFailed", inMessage: "step perform: boom"},
 		{name: "started: times out", m: testMigration("m", started), vm: runningVM("live"), machine: machineReporting(""),
 			now: later(600 * time.Second), phase: banlieuev1.MigrationFailed, ready: "False/Timeout", inMessage: "(600s)"},
+		{name: "started: times out while the provider copies", m: testMigration("m", started), vm: runningVM("live"),
+			machine: machineReporting(infrav1.MachineMigrationMigrating, func(lm *infrav1.LibvirtMachine) { lm.Status.Migration.Message = "" }),
+			now:     later(600 * time.Second), phase: banlieuev1.MigrationFailed, ready: "False/Timeout", inMessage: "VM runs on Provider banlieue-system/kvm-a"},
+		{name: "started: times out on a provider that cannot tell where the VM runs", m: testMigration("m", started), vm: runningVM("live"),
+			machine: machineReporting(infrav1.MachineMigrationMigrating, func(lm *infrav1.LibvirtMachine) {
+				lm.Status.Migration.Message = "the domain does not run on the source"
+			}),
+			now: later(600 * time.Second), phase: banlieuev1.MigrationFailed, ready: "False/Timeout",
+			inMessage: "asked to stop and the provider reports: the domain does not run on the source"},
 		{name: "started: a success reported past the timeout stands", m: testMigration("m", started), vm: runningVM("live"),
 			machine: machineReporting(infrav1.MachineMigrationSucceeded), now: later(time.Hour), phase: banlieuev1.MigrationSucceeded, ready: "True/MigrationSucceeded"},
 		{name: "started: cancelled", m: testMigration("m", started, cancel), vm: runningVM("live"), machine: machineReporting(infrav1.MachineMigrationMigrating),

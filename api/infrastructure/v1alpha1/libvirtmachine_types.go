@@ -205,7 +205,7 @@ type LibvirtMachineMigration struct {
 }
 
 // LibvirtMachineMigrationTargetPhase is the target Provider's progress preparing its host.
-// +kubebuilder:validation:Enum=Preparing;Prepared;Failed
+// +kubebuilder:validation:Enum=Preparing;Prepared;Received;Failed
 // +kubebuilder:validation:MaxLength=32
 type LibvirtMachineMigrationTargetPhase string
 
@@ -216,6 +216,10 @@ const (
 	// MachineMigrationTargetPrepared: every recorded volume exists on the target host: the
 	// source's provider may run the move.
 	MachineMigrationTargetPrepared LibvirtMachineMigrationTargetPhase = "Prepared"
+	// MachineMigrationTargetReceived: while the source reports the move Migrating, the target
+	// host runs the machine's domain (its name and status.domainUUID) with no incoming job: the
+	// copy is over, as a source provider restarted mid-move cannot see from its host alone.
+	MachineMigrationTargetReceived LibvirtMachineMigrationTargetPhase = "Received"
 	// MachineMigrationTargetFailed: the target cannot receive the machine; message says why.
 	MachineMigrationTargetFailed LibvirtMachineMigrationTargetPhase = "Failed"
 )

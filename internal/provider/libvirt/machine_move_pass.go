@@ -72,11 +72,7 @@ func (s *machineScope) move(ctx context.Context, c *libvirt.Client) (res ctrl.Re
 				if _, dom, err := ownDomain(ctx, c, m); err == nil && dom.Name != "" {
 					srcEnd, err := s.sourceEnd(ctx, c)
 					if err == nil {
-						plan := movePlan{Domain: m.Spec.DomainName, Seed: seedVolume(m.Spec.DomainName)}
-						for _, d := range m.Spec.Disks {
-							plan.Disks = append(plan.Disks, diskVolume(m.Spec.DomainName, d.Name))
-						}
-						if err := cleanSource(ctx, srcEnd, dom, plan); err == nil {
+						if err := cleanSource(ctx, srcEnd, dom, cleanPlanOf(m)); err == nil {
 							done := rep.DeepCopy()
 							done.Phase, done.Message = infrav1.MachineMigrationSucceeded, ""
 							return report(done)
@@ -110,11 +106,15 @@ func (s *machineScope) move(ctx context.Context, c *libvirt.Client) (res ctrl.Re
 				return ctrl.Result{}, true, fmt.Errorf("%s: resuming migration %s: %w", s.phase, rep.MigrationName, err)
 			}
 		}
+		if out = resumeWithTarget(out, req, m.Status.MigrationTarget, rep.MigrationName); out == moveDone {
+			if err := s.cleanMovedSource(ctx, c, dom); err != nil {
+				return ctrl.Result{}, true, fmt.Errorf("%s: resuming migration %s: %s: %w", s.phase, rep.MigrationName, stepCleanSource, err)
+			}
+		}
 		if next := resumeReport(rep.MigrationName, out, req != nil && req.Abort); next != nil {
 			return report(next)
 		}
-		log.FromContext(ctx).Info("live move interrupted; the source alone does not say where the domain runs",
-			"migration", rep.MigrationName, "outcome", out.String())
+		log.FromContext(ctx).Info("live move interrupted; its migration job still runs on the source", "migration", rep.MigrationName)
 		return again, true, nil
 	}
 
@@ -159,6 +159,31 @@ func (s *machineScope) move(ctx context.Context, c *libvirt.Client) (res ctrl.Re
 	}, nil)
 	log.FromContext(ctx).Info("live move started", "migration", name, "target", target.Namespace+"/"+target.Name, "uri", dest.uri)
 	return report(&infrav1.LibvirtMachineMigrationStatus{MigrationName: name, Phase: infrav1.MachineMigrationMigrating})
+}
+
+// cleanPlanOf is what cleanSource removes of m from the source: its disks' volumes and seed.
+func cleanPlanOf(m *infrav1.LibvirtMachine) movePlan {
+	plan := movePlan{Domain: m.Spec.DomainName, Seed: seedVolume(m.Spec.DomainName)}
+	for _, d := range m.Spec.Disks {
+		plan.Disks = append(plan.Disks, diskVolume(m.Spec.DomainName, d.Name))
+	}
+	return plan
+}
+
+// cleanMovedSource cleans the source of a move found done on resuming: dom is the machine's
+// domain on the source, or none when a pass before the restart undefined it already.
+func (s *machineScope) cleanMovedSource(ctx context.Context, c *libvirt.Client, dom libvirt.Domain) error {
+	m := s.machine
+	pool, err := c.StoragePoolLookupByName(ctx, m.Spec.Pool)
+	if err != nil {
+		return fmt.Errorf("storage pool %s: %w", m.Spec.Pool, err)
+	}
+	if dom.Name == "" {
+		// Looked up by name alone: a domain of the name that is not the machine's (its UUID
+		// differs from this zero one) is left alone by cleanSource.
+		dom.Name = m.Spec.DomainName
+	}
+	return cleanSource(ctx, moveEnd{c: c, pool: pool}, dom, cleanPlanOf(m))
 }
 
 // sourceEnd is the source host's end of a move: the machine's pool and its directory, read from

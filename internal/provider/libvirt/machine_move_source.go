@@ -124,7 +124,7 @@ func moveFromSource(ctx context.Context, src moveEnd, dst moveDest, dom libvirt.
 
 // resumeFromSource is where an interrupted move stands by what the source alone shows: a job
 // runs (under way), the domain runs (it stayed), or neither: unclear, since only the target
-// could say whether it runs there; nothing is touched.
+// can say whether it runs there (resumeWithTarget); nothing is touched.
 func resumeFromSource(ctx context.Context, src moveEnd, dom libvirt.Domain) (moveOutcome, error) {
 	v, err := viewOf(ctx, src, dom)
 	if err != nil {
@@ -137,4 +137,17 @@ func resumeFromSource(ctx context.Context, src moveEnd, dom libvirt.Domain) (mov
 		return moveStayed, nil
 	}
 	return moveUnclear, nil
+}
+
+// resumeWithTarget settles what the source alone left unclear from the target's record: the
+// target's provider reports the domain running on its host (Received) for the move still asked
+// (req), so the move is done and the handover follows. Without the request no handover would
+// follow and the pass would converge the machine on the source again: it stays unclear.
+func resumeWithTarget(fromSource moveOutcome, req *infrav1.LibvirtMachineMigration, rec *infrav1.LibvirtMachineMigrationTargetStatus,
+	name string) moveOutcome {
+	if fromSource == moveUnclear && req != nil && req.MigrationName == name &&
+		rec != nil && rec.MigrationName == name && rec.Phase == infrav1.MachineMigrationTargetReceived {
+		return moveDone
+	}
+	return fromSource
 }

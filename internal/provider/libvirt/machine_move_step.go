@@ -134,12 +134,16 @@ func clipMessage(s string) string {
 	return s + more
 }
 
-// resumeReport is the report after convergeMove found where an interrupted move stands:
-// nil keeps the report under way (the move still runs, or the hosts do not say where the
-// domain is: nothing is touched and the pass says so), else the final report. aborted is
+// resumeReport is the report after a resumed pass found where an interrupted move stands:
+// nil keeps the report as it is (the move still runs), an under-way report that says why for a
+// domain no host is known to run (nothing is touched), else the final report. aborted is
 // whether the request asked to abort.
 func resumeReport(name string, out moveOutcome, aborted bool) *infrav1.LibvirtMachineMigrationStatus {
 	switch out {
+	case moveUnclear:
+		return &infrav1.LibvirtMachineMigrationStatus{MigrationName: name, Phase: infrav1.MachineMigrationMigrating,
+			Message: "the provider was interrupted mid-move: the domain does not run on the source, and the target has not " +
+				"reported it running there (status.migrationTarget.phase Received); nothing is touched until a host shows it"}
 	case moveDone:
 		return &infrav1.LibvirtMachineMigrationStatus{MigrationName: name, Phase: infrav1.MachineMigrationSucceeded}
 	case moveStayed:

@@ -146,8 +146,9 @@ func TestResumeReport(t *testing.T) {
 	if r := resumeReport("mv", moveUnderWay, false); r != nil {
 		t.Errorf("under way: %+v", r)
 	}
-	if r := resumeReport("mv", moveUnclear, false); r != nil {
-		t.Errorf("unclear: %+v", r)
+	if r := resumeReport("mv", moveUnclear, false); r == nil || r.Phase != infrav1.MachineMigrationMigrating ||
+		!strings.Contains(r.Message, "does not run on the source") {
+		t.Errorf("unclear: %+v, want Migrating with a message that says where the domain is not", r)
 	}
 	if r := resumeReport("mv", moveDone, false); r.Phase != infrav1.MachineMigrationSucceeded {
 		t.Errorf("done: %+v", r)
@@ -157,5 +158,34 @@ func TestResumeReport(t *testing.T) {
 	}
 	if r := resumeReport("mv", moveStayed, true); r.Phase != infrav1.MachineMigrationAborted || !strings.HasPrefix(r.Message, "Migrating: Aborted: ") {
 		t.Errorf("stayed, aborted: %+v", r)
+	}
+}
+
+func TestResumeWithTarget(t *testing.T) {
+	rec := func(name string, phase infrav1.LibvirtMachineMigrationTargetPhase) *infrav1.LibvirtMachineMigrationTargetStatus {
+		return &infrav1.LibvirtMachineMigrationTargetStatus{MigrationName: name, Phase: phase}
+	}
+	asked := &infrav1.LibvirtMachineMigration{MigrationName: "mv"}
+	for _, tc := range []struct {
+		name   string
+		source moveOutcome
+		req    *infrav1.LibvirtMachineMigration
+		rec    *infrav1.LibvirtMachineMigrationTargetStatus
+		want   moveOutcome
+	}{
+		{"neither host known to run it", moveUnclear, asked, rec("mv", infrav1.MachineMigrationTargetPrepared), moveUnclear},
+		{"no record", moveUnclear, asked, nil, moveUnclear},
+		{"the target received it", moveUnclear, asked, rec("mv", infrav1.MachineMigrationTargetReceived), moveDone},
+		{"received, but the request was removed: no handover would follow", moveUnclear, nil,
+			rec("mv", infrav1.MachineMigrationTargetReceived), moveUnclear},
+		{"received, but the request was replaced", moveUnclear, &infrav1.LibvirtMachineMigration{MigrationName: "mv2"},
+			rec("mv", infrav1.MachineMigrationTargetReceived), moveUnclear},
+		{"a record of another move", moveUnclear, asked, rec("mv0", infrav1.MachineMigrationTargetReceived), moveUnclear},
+		{"a job on the source wins", moveUnderWay, asked, rec("mv", infrav1.MachineMigrationTargetReceived), moveUnderWay},
+		{"running on the source wins", moveStayed, asked, rec("mv", infrav1.MachineMigrationTargetReceived), moveStayed},
+	} {
+		if got := resumeWithTarget(tc.source, tc.req, tc.rec, "mv"); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

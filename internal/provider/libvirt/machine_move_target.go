@@ -39,10 +39,13 @@ const (
 	// targetForget: the handover made the machine this Provider's: its recorded volumes are
 	// the machine's now (status.volumes names them); the record goes.
 	targetForget
+	// targetObserve: the source reports the move Migrating: once the domain runs on this host
+	// with no incoming job, say so (Received), for a source provider restarted mid-move.
+	targetObserve
 )
 
 func (a targetAction) String() string {
-	return [...]string{"nothing", "record", "prepare", "release", "forget"}[a]
+	return [...]string{"nothing", "record", "prepare", "release", "forget", "observe"}[a]
 }
 
 // recordOf is the machine's status.migrationTarget when it is self's, else nil.
@@ -72,8 +75,16 @@ func decideTargetAction(m *infrav1.LibvirtMachine, self types.NamespacedName) ta
 		return targetRelease
 	case rec.Phase == infrav1.MachineMigrationTargetPreparing:
 		return targetPrepare
+	case rec.Phase == infrav1.MachineMigrationTargetPrepared && rec.MigrationName == req.MigrationName && moveMigrating(m, req.MigrationName):
+		return targetObserve
 	}
 	return targetNothing
+}
+
+// moveMigrating reports whether the source reports the move of migration name Migrating.
+func moveMigrating(m *infrav1.LibvirtMachine, name string) bool {
+	r := m.Status.Migration
+	return r != nil && r.MigrationName == name && r.Phase == infrav1.MachineMigrationMigrating
 }
 
 // moveEnded reports whether the source reported the move of migration name final.

@@ -159,6 +159,17 @@ func (r *MoveTargetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		done.Phase, done.Reason, done.Message = infrav1.MachineMigrationTargetPrepared, "", ""
 		done.PoolPath, done.URI, done.Address = poolPath, ep.String(), ep.Host
 		return ctrl.Result{RequeueAfter: moveTargetRetry}, r.write(ctx, &m, done)
+	case targetObserve:
+		received, err := receivedOnHost(ctx, c, &m)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("%s: reading domain %s on the target: %w", stepMigrate, m.Spec.DomainName, err)
+		}
+		if !received {
+			return ctrl.Result{RequeueAfter: moveTargetRetry}, nil
+		}
+		got := rec.DeepCopy()
+		got.Phase = infrav1.MachineMigrationTargetReceived
+		return ctrl.Result{RequeueAfter: moveTargetRetry}, r.write(ctx, &m, got)
 	case targetRelease:
 		if err := releaseTarget(ctx, c, &m, rec); err != nil {
 			if rec.Phase != infrav1.MachineMigrationTargetFailed || rec.Reason != reasonTargetPreparationFailed {
@@ -325,6 +336,23 @@ func (r *MoveTargetReconciler) makeSeed(ctx context.Context, c *libvirt.Client, 
 		return fmt.Errorf("uploading seed %s: %w", name, err)
 	}
 	return nil
+}
+
+// receivedOnHost reports whether c's host runs m's domain (its name and status.domainUUID)
+// with no migration job: the copy to this host is over.
+func receivedOnHost(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMachine) (bool, error) {
+	d, err := c.DomainLookupByName(ctx, m.Spec.DomainName)
+	if libvirt.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if m.Status.DomainUUID == "" || d.UUID.String() != m.Status.DomainUUID {
+		return false, nil
+	}
+	v, err := viewOf(ctx, moveEnd{c: c}, d)
+	return err == nil && v.Running && !v.Job, err
 }
 
 // releaseTarget deletes the volumes the target recorded for a move that will not happen. A
