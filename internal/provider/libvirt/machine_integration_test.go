@@ -295,11 +295,17 @@ func (s *machineSuite) readSeedFile(ctx context.Context, t *testing.T, vol libvi
 // downloadSeed writes the seed volume to a file for isoinfo to read.
 func (s *machineSuite) downloadSeed(ctx context.Context, t *testing.T, vol libvirt.StorageVol) string {
 	t.Helper()
+	return downloadSeed(ctx, t, s.host, vol)
+}
+
+// downloadSeed writes seed volume vol of c's host to a file for isoinfo to read.
+func downloadSeed(ctx context.Context, t *testing.T, c *libvirt.Client, vol libvirt.StorageVol) string {
+	t.Helper()
 	if _, err := exec.LookPath("isoinfo"); err != nil {
 		testenv.MissingPrerequisite(t, "isoinfo missing (genisoimage)")
 	}
 	var buf bytes.Buffer
-	if _, err := s.host.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
+	if _, err := c.StorageVolDownload(ctx, vol, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "seed.iso")

@@ -149,6 +149,15 @@ func (s *machineScope) move(ctx context.Context, c *libvirt.Client) (res ctrl.Re
 		return report(moveReport(req.MigrationName, moveResult{}, &moveError{Step: stepPrepareTarget, Reason: reasonMoveFailed,
 			Err: fmt.Errorf("the machine's domain on the source: %w", err)}))
 	}
+	def, err := readDefinition(ctx, c, dom)
+	if err != nil {
+		err = fmt.Errorf("reading the domain's definition: %w", err)
+	} else {
+		err = checkSeedMACs(m, interfaceMACs(def))
+	}
+	if err != nil {
+		return report(moveReport(req.MigrationName, moveResult{}, &moveError{Step: stepPrepareTarget, Reason: reasonMoveFailed, Err: err}))
+	}
 	srcEnd, err := s.sourceEnd(ctx, c)
 	if err != nil {
 		return ctrl.Result{}, true, err

@@ -19,6 +19,7 @@ import (
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/provider/libvirt/hostconn"
 	"banlieue.io/banlieue/internal/testenv"
+	"banlieue.io/banlieue/internal/testenv/labhost"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
 
@@ -254,6 +255,11 @@ func newProvidersMove(ctx context.Context, t *testing.T, l moveLab, env *testenv
 	name := "mv-" + hex.EncodeToString(suffix[:])
 	pm := &providersMove{env: env, ns: ns, providers: []string{"lab-a", "lab-b"}, domName: ns + "-" + name,
 		hosts: []labHost{l.labPool(ctx, t, "a", l.A, name+"-a"), l.labPool(ctx, t, "b", l.B, name+"-b")}}
+	// Its NIC has a static address and no macAddress: the target's seed must name the MAC the
+	// domain really has. The bridge of host a's network is on the machine's one network stack,
+	// which both hosts share.
+	nat := labhost.NATNetwork{Name: "mvnet-" + hex.EncodeToString(suffix[:]), Bridge: "mvn" + hex.EncodeToString(suffix[:]), Subnet: "198.18.68."}
+	labhost.StartNATNetwork(t, labA, nat)
 	base := filepath.Join(t.TempDir(), moveBase)
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", base, fmt.Sprint(moveDiskSize)).CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img: %v: %s", err, out)
@@ -271,7 +277,8 @@ func newProvidersMove(ctx context.Context, t *testing.T, l moveLab, env *testenv
 		}
 		uri := []string{l.A, l.B}[i]
 		p := testenv.LibvirtLab{Endpoint: uri}.Provider(ns, pm.providers[i], "move-creds", "move-ca", banlieuev1.ProviderCapabilities{
-			StorageClasses: []banlieuev1.StorageClassMapping{{Name: "lab", Target: map[string]string{targetPool: h.end.pool.Name}}}})
+			StorageClasses: []banlieuev1.StorageClassMapping{{Name: "lab", Target: map[string]string{targetPool: h.end.pool.Name}}},
+			NetworkClasses: []banlieuev1.NetworkClassMapping{{Name: "nat", Target: map[string]string{targetBridge: nat.Bridge}}}})
 		env.Create(ctx, t, p)
 		img.Status.PerProvider = append(img.Status.PerProvider, banlieuev1.ProviderImageStatus{ProviderName: pm.providers[i], ProviderNamespace: ns,
 			Ready: true, Reason: banlieuev1.ReasonReconciled, ResolvedRef: moveBase})
@@ -293,7 +300,9 @@ func newProvidersMove(ctx context.Context, t *testing.T, l moveLab, env *testenv
 	m := &infrav1.LibvirtMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: infrav1.LibvirtMachineSpec{ProviderRef: &infrav1.ProviderReference{Name: pm.providers[0]}, Pool: pm.hosts[0].end.pool.Name,
 			DomainName: pm.domName, BootSource: infrav1.BootSource{Kind: infrav1.BootBackingVolume, Volume: moveBase},
-			VCPUs: 1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS, Disks: []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}}}}
+			VCPUs: 1, MemoryMiB: 128, Firmware: banlieuev1.FirmwareBIOS, Disks: []infrav1.LibvirtDisk{{Name: "os", SizeGiB: 1}},
+			Network: []infrav1.LibvirtNetworkInterface{{Name: "nic0", Source: infrav1.NetworkSource{Kind: infrav1.SourceBridge, Name: nat.Bridge},
+				IPAM: banlieuev1.IpamSpec{Static: &banlieuev1.StaticIpamConfig{Address: nat.Subnet + "10", Prefix: 24, Gateway: nat.Gateway()}}}}}}
 	env.Create(ctx, t, m)
 	pm.key = client.ObjectKeyFromObject(m)
 	return pm
@@ -335,6 +344,28 @@ func (pm *providersMove) checkMoved(ctx context.Context, t *testing.T, migration
 	}
 	if got := poolVolumes(ctx, t, pm.hosts[from]); !slices.Equal(got, []string{moveBase}) {
 		t.Errorf("%s: the source pool holds %v, want the base alone", migration, got)
+	}
+	// The seed the target rendered names the MAC the moved domain's interface has.
+	h := pm.hosts[to]
+	d, err := h.end.c.DomainLookupByName(ctx, pm.domName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := readDefinition(ctx, h.end.c, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macs := interfaceMACs(def)
+	vol, err := h.end.c.StorageVolLookupByName(ctx, h.end.pool, seedVolume(pm.domName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(macs) != 1 || macs[0] == "" {
+		t.Fatalf("%s: the moved domain's interfaces %v, want one with its MAC", migration, macs)
+	}
+	if net := isoFile(t, downloadSeed(ctx, t, h.end.c, vol), "/network-config"); !strings.Contains(strings.ToLower(net), strings.ToLower(macs[0])) ||
+		!strings.Contains(net, "198.18.68.10/24") {
+		t.Errorf("%s: the target's seed network-config does not name the interface's MAC %s and its address:\n%s", migration, macs[0], net)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -111,19 +112,12 @@ type targetVolume struct {
 // targetVolumes are the volumes the target makes for m's move, in the order they are made: the
 // disks, then the seed. NON_SHARED_INC copies a disk's top image onto a file of its size over
 // the same base, so a disk's size is the largest the provider knows it to have. A machine whose
-// disks are layered by snapshots, or whose seed names a MAC only the source's definition holds,
-// cannot be rebuilt from the machine alone and is refused.
+// disks are layered by snapshots cannot be rebuilt from the machine alone and is refused.
 func targetVolumes(m *infrav1.LibvirtMachine) ([]targetVolume, error) {
 	s := &m.Spec
 	if len(s.Snapshots) > 0 || len(m.Status.Snapshots) > 0 {
 		return nil, fmt.Errorf("spec.snapshots: the machine's disks are layered by %d snapshots; only a machine without snapshots moves live",
 			max(len(s.Snapshots), len(m.Status.Snapshots)))
-	}
-	for i, n := range s.Network {
-		if n.IPAM.Static != nil && n.MACAddress == "" {
-			return nil, fmt.Errorf("spec.network[%d]: a static address without macAddress: the seed's network-config names the MAC "+
-				"the source's definition holds, which the target does not read", i)
-		}
 	}
 	vols := make([]targetVolume, 0, len(s.Disks)+1)
 	for i, d := range s.Disks {
@@ -165,4 +159,39 @@ func targetFailed(m *infrav1.LibvirtMachine, self types.NamespacedName, rec *inf
 	}
 	rec.Phase, rec.Reason, rec.Message = infrav1.MachineMigrationTargetFailed, reason, clipMessage(err.Error())
 	return rec
+}
+
+// seedMACs are the MACs the target's seed names for m's interfaces, by position: the spec's,
+// else the one the provider generated from the domain's UUID before its first define
+// (generatedMAC). The source checks its definition holds the same before the move
+// (checkSeedMACs): the target never reads the source's host.
+func seedMACs(m *infrav1.LibvirtMachine) []string {
+	macs := generatedMACs(&m.Spec, m.Status.DomainUUID)
+	for i, n := range m.Spec.Network {
+		if n.MACAddress != "" {
+			macs[i] = n.MACAddress
+		}
+	}
+	return macs
+}
+
+// checkSeedMACs refuses a move whose domain has an interface with a static address under a MAC
+// other than the one the target's seed names (a domain defined by an older provider, or edited
+// by hand): the moved guest's network-config would name a NIC it does not have.
+func checkSeedMACs(m *infrav1.LibvirtMachine, definition []string) error {
+	want := seedMACs(m)
+	for i, n := range m.Spec.Network {
+		if n.IPAM.Static == nil {
+			continue
+		}
+		got := ""
+		if i < len(definition) {
+			got = definition[i]
+		}
+		if !strings.EqualFold(got, want[i]) {
+			return fmt.Errorf("spec.network[%d]: the domain's interface has MAC %q, not %q, which the target's seed names for the "+
+				"static address (the domain was defined by hand or by an older provider): it cannot move live", i, got, want[i])
+		}
+	}
+	return nil
 }

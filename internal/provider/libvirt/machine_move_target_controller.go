@@ -306,7 +306,7 @@ func (r *MoveTargetReconciler) makeSeed(ctx context.Context, c *libvirt.Client, 
 		return errors.New("status.domainUuid is empty: the seed's instance-id is the domain's UUID")
 	}
 	seed := nocloud.Seed{InstanceID: id, Hostname: m.Spec.DomainName, UserData: append([]byte{}, userData...)}
-	if seed.NetworkConfig, err = seedNetworkConfig(m, nil); err != nil {
+	if seed.NetworkConfig, err = seedNetworkConfig(m, seedMACs(m)); err != nil {
 		return err
 	}
 	image, err := seed.Build()

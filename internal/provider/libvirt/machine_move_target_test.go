@@ -124,12 +124,42 @@ func TestTargetVolumes(t *testing.T) {
 	}
 	nic := m.DeepCopy()
 	nic.Spec.Network = []infrav1.LibvirtNetworkInterface{{Name: "eth0", IPAM: banlieuev1.IpamSpec{Static: &banlieuev1.StaticIpamConfig{Address: "10.0.0.5", Prefix: 24}}}}
-	if _, err := targetVolumes(nic); err == nil || !strings.Contains(err.Error(), "spec.network[0]") {
-		t.Errorf("a static NIC without MAC: %v, want refused naming spec.network[0]", err)
-	}
-	nic.Spec.Network[0].MACAddress = "52:54:00:00:00:01"
 	if _, err := targetVolumes(nic); err != nil {
-		t.Errorf("a static NIC with its MAC: %v", err)
+		t.Errorf("a static NIC without MAC: %v; its seed names the MAC generated from the domain's UUID", err)
+	}
+}
+
+// The target's seed names the MAC the spec sets, else the one generated from the domain's UUID
+// before its first define; the source refuses a move whose definition holds another for a NIC
+// with a static address.
+func TestSeedMACs(t *testing.T) {
+	static := banlieuev1.IpamSpec{Static: &banlieuev1.StaticIpamConfig{Address: "10.0.0.5", Prefix: 24}}
+	m := &infrav1.LibvirtMachine{}
+	m.Status.DomainUUID = "6f1c9a52-0d7e-4b8a-9a43-2f5d0c1e7b10"
+	m.Spec.Network = []infrav1.LibvirtNetworkInterface{{Name: "eth0", IPAM: static}, {Name: "eth1", MACAddress: "52:54:00:aa:bb:cc", IPAM: static},
+		{Name: "eth2"}}
+	gen0 := generatedMAC(m.Status.DomainUUID, 0)
+	if got := seedMACs(m); !slices.Equal(got, []string{gen0, "52:54:00:aa:bb:cc", generatedMAC(m.Status.DomainUUID, 2)}) {
+		t.Errorf("seedMACs %v", got)
+	}
+	net, err := seedNetworkConfig(m, seedMACs(m))
+	if err != nil || !strings.Contains(string(net), gen0) || !strings.Contains(string(net), "52:54:00:aa:bb:cc") {
+		t.Errorf("the target's network-config names %q (%v); want %s and the spec's MAC", net, err, gen0)
+	}
+	for _, tc := range []struct {
+		name string
+		def  []string
+		want string // "" accepted, else in the error
+	}{
+		{"the definition holds the generated and the spec's MACs", []string{gen0, "52:54:00:AA:BB:CC", "52:54:00:01:02:03"}, ""},
+		{"a NIC without a static address may hold any MAC", []string{gen0, "52:54:00:aa:bb:cc", "52:54:00:ff:ff:ff"}, ""},
+		{"a static NIC under a MAC libvirt chose", []string{"52:54:00:12:34:56", "52:54:00:aa:bb:cc", ""}, "spec.network[0]: the domain's interface has MAC \"52:54:00:12:34:56\""},
+		{"a static NIC missing from the definition", []string{gen0}, "spec.network[1]"},
+	} {
+		err := checkSeedMACs(m, tc.def)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 

@@ -23,7 +23,8 @@ type NATNetwork struct {
 	// reserved for benchmarking (RFC 2544), so it is nobody's real network. Suites that run one
 	// after another on the lab may share one; two networks alive at once need two. The lab's own
 	// (hack/lab.sh, alive while the lab is up) is 198.18.66.; taken by suites: 198.18.64.
-	// (test/e2e/cloudguest), 198.18.65. (test/capi), 198.18.67. (test/e2e/migration).
+	// (test/e2e/cloudguest), 198.18.65. (test/capi), 198.18.67. (test/e2e/migration), 198.18.68.
+	// (internal/provider/libvirt's moves through the providers, on the migration lab).
 	Subnet string
 }
 
