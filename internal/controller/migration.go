@@ -259,11 +259,13 @@ func stepMigration(in migrationInput) banlieuev1.VirtualMachineMigrationStatus {
 		case infrav1.MachineMigrationAborted:
 			return end(banlieuev1.MigrationFailed, banlieuev1.ReasonMigrationFailed, "the provider aborted the move: "+r.Message)
 		case infrav1.MachineMigrationMigrating:
-			if st.Phase != banlieuev1.MigrationMigrating {
-				st.Phase = banlieuev1.MigrationMigrating
-				ready(metav1.ConditionFalse, banlieuev1.ReasonMigrationMigrating, fmt.Sprintf(
-					"the provider copies the VM's memory and disk overlays to Provider %s", endpointName(st.Target)))
+			// A message on a report under way is the provider saying why it cannot go on.
+			msg := fmt.Sprintf("the provider copies the VM's memory and disk overlays to Provider %s", endpointName(st.Target))
+			if r.Message != "" {
+				msg = "the provider reports: " + r.Message
 			}
+			st.Phase = banlieuev1.MigrationMigrating
+			ready(metav1.ConditionFalse, banlieuev1.ReasonMigrationMigrating, msg)
 		}
 	}
 	if m.Spec.Cancel {

@@ -121,8 +121,15 @@ func TestStepMigration(t *testing.T) {
 			now: migT0, phase: banlieuev1.MigrationCancelled, ready: "False/Cancelled"},
 		{name: "started: waits for the provider", m: testMigration("m", started), vm: runningVM("live"), machine: machineReporting(""),
 			now: later(time.Minute), phase: banlieuev1.MigrationPreparingTarget},
-		{name: "started: the provider copies", m: testMigration("m", started), vm: runningVM("live"), machine: machineReporting(infrav1.MachineMigrationMigrating),
-			now: later(time.Minute), phase: banlieuev1.MigrationMigrating, ready: "False/Migrating"},
+		{name: "started: the provider copies", m: testMigration("m", started), vm: runningVM("live"),
+			machine: machineReporting(infrav1.MachineMigrationMigrating, func(lm *infrav1.LibvirtMachine) { lm.Status.Migration.Message = "" }),
+			now:     later(time.Minute), phase: banlieuev1.MigrationMigrating, ready: "False/Migrating", inMessage: "the provider copies the VM's memory"},
+		{name: "started: the provider cannot tell where the VM runs", m: testMigration("m", started), vm: runningVM("live"),
+			machine: machineReporting(infrav1.MachineMigrationMigrating, func(lm *infrav1.LibvirtMachine) {
+				lm.Status.Migration.Message = "the domain does not run on the source"
+			}),
+			now: later(time.Minute), phase: banlieuev1.MigrationMigrating, ready: "False/Migrating",
+			inMessage: "the provider reports: the domain does not run on the source"},
 		{name: "started: the provider succeeded", m: testMigration("m", started), vm: runningVM("live"), machine: machineReporting(infrav1.MachineMigrationSucceeded),
 			now: later(time.Minute), phase: banlieuev1.MigrationSucceeded, ready: "True/MigrationSucceeded"},
 		{name: "started: the provider failed", m: testMigration("m", started), vm: runningVM("live"), machine: machineReporting(infrav1.MachineMigrationFailed),
