@@ -537,6 +537,9 @@ type hostView struct {
 	Running bool
 	// Job: a migration job is active on it.
 	Job bool
+	// Incoming: it is the receiving end of a migration, paused, whose statistics libvirt keeps
+	// on the source alone.
+	Incoming bool
 }
 
 // decideMove is where a move interrupted at any step stands, from what both hosts show.
@@ -544,9 +547,13 @@ func decideMove(src, dst hostView) moveOutcome {
 	switch {
 	case src.Job || dst.Job:
 		return moveUnderWay
+	case src.Running && dst.Incoming:
+		// The source's job is over (it spans the destination's whole incoming phase), so the
+		// target's incoming domain is one libvirt failed to end: the move did not happen.
+		return moveStayed
 	case src.Running && !dst.Running:
 		return moveStayed
-	case dst.Running && !src.Running:
+	case dst.Running && !dst.Incoming && !src.Running:
 		return moveDone
 	}
 	return moveUnclear
@@ -571,6 +578,11 @@ func viewOf(ctx context.Context, h moveEnd, dom libvirt.Domain) (hostView, error
 	}
 	v.Running = state == libvirt.DomainRunning || state == libvirt.DomainPaused
 	st, err := h.c.DomainGetJobStats(ctx, d, 0)
+	if err != nil && state == libvirt.DomainPaused && libvirt.IsUnsupported(err) {
+		// "migration statistics are available only on the source host": an incoming domain.
+		v.Incoming = true
+		return v, nil
+	}
 	if err != nil && v.Running {
 		return v, err
 	}
@@ -595,6 +607,21 @@ func convergeMove(ctx context.Context, src moveEnd, dst moveTarget, dom libvirt.
 	case moveDone:
 		return out, cleanSource(ctx, src, dom, plan)
 	case moveStayed:
+		if dv.Incoming {
+			// Transient until the move's Finish: destroyed, it is gone, with the QEMU that
+			// holds the target's volumes open.
+			d, err := dst.c.DomainLookupByName(ctx, dom.Name)
+			if err == nil && d.UUID == dom.UUID {
+				err = dst.c.DomainDestroy(ctx, d)
+			}
+			if err != nil && !libvirt.IsNotFound(err) {
+				return out, fmt.Errorf("ending the target's stale incoming domain %s: %w", dom.Name, err)
+			}
+			if _, err := dst.c.DomainLookupByName(ctx, dom.Name); err == nil {
+				return out, fmt.Errorf("the target still has domain %s after its incoming migration was ended", dom.Name)
+			}
+			dv.Defined = false
+		}
 		if err := deleteVolumes(ctx, dst.moveEnd, created); err != nil {
 			return out, err
 		}

@@ -119,6 +119,10 @@ func TestDecideMove(t *testing.T) {
 		{"done, the source cleaned", none, running, moveDone},
 		{"both run: leave everything", running, running, moveUnclear},
 		{"neither runs: leave everything", off, none, moveUnclear},
+		{"the source's job over, the target's incoming domain left: stayed", running,
+			hostView{Defined: true, Running: true, Incoming: true}, moveStayed},
+		{"the target receiving while the source's job runs", job, hostView{Defined: true, Running: true, Incoming: true}, moveUnderWay},
+		{"an incoming domain and no source: leave everything", off, hostView{Defined: true, Running: true, Incoming: true}, moveUnclear},
 	} {
 		if got := decideMove(tc.src, tc.dst); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -352,7 +352,7 @@ func receivedOnHost(ctx context.Context, c *libvirt.Client, m *infrav1.LibvirtMa
 		return false, nil
 	}
 	v, err := viewOf(ctx, moveEnd{c: c}, d)
-	return err == nil && v.Running && !v.Job, err
+	return err == nil && v.Running && !v.Job && !v.Incoming, err
 }
 
 // releaseTarget deletes the volumes the target recorded for a move that will not happen. A
