@@ -28,6 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"libvirt.org/go/libvirtxml"
+
 	"banlieue.io/banlieue/bench/internal/program"
 	"banlieue.io/banlieue/pkg/libvirt"
 )
@@ -116,7 +118,7 @@ func setUp(ctx context.Context, lab string, memory, data int) (*bench, error) {
 	if err != nil {
 		return bn, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	base := filepath.Join(tmp, "base.qcow2")
 	if err := run("qemu-img", "create", "-q", "-f", "qcow2", base, "256M"); err != nil {
 		return bn, err
@@ -137,7 +139,11 @@ func setUp(ctx context.Context, lab string, memory, data int) (*bench, error) {
 		"-c", fmt.Sprintf("write -P 0xab 0 %dM", data), bn.a.dir+"/overlay.qcow2"); err != nil {
 		return bn, err
 	}
-	dom, err := bn.a.c.DomainDefineXML(ctx, bn.domainXML(bn.a.dir), 0)
+	xml, err := bn.domainXML(bn.a.dir)
+	if err != nil {
+		return bn, err
+	}
+	dom, err := bn.a.c.DomainDefineXML(ctx, xml, 0)
 	if err != nil {
 		return bn, err
 	}
@@ -152,21 +158,19 @@ func (bn *bench) hostPath(h *host, file string) string {
 	return filepath.Join(bn.lab, "host-"+h.name, "state", "lib", "images", filepath.Base(h.dir), file)
 }
 
-func (bn *bench) domainXML(dir string) string {
-	return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>%d</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2'/>
-      <source file='%s/overlay.qcow2'/>
-      <target dev='vda' bus='virtio'/>
-    </disk>
-  </devices>
-</domain>`, bn.name, bn.memory, dir)
+// domainXML is the guest: one vCPU, SeaBIOS, its overlay in dir as its only disk.
+func (bn *bench) domainXML(dir string) (string, error) {
+	dom := libvirtxml.Domain{Type: "qemu", Name: bn.name,
+		Memory: &libvirtxml.DomainMemory{Value: uint(bn.memory), Unit: "MiB"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
+		OS: &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "pc", Type: "hvm"},
+			BootDevices: []libvirtxml.DomainBootDevice{{Dev: "hd"}}},
+		Devices: &libvirtxml.DomainDeviceList{Emulator: "/usr/bin/qemu-system-x86_64",
+			Disks: []libvirtxml.DomainDisk{{Device: "disk",
+				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2"},
+				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: dir + "/overlay.qcow2"}},
+				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"}}}}}
+	return dom.Marshal()
 }
 
 // createOverlay makes the empty overlay over the base that NON_SHARED_INC copies onto, as the
@@ -284,7 +288,7 @@ func (bn *bench) virshMigrate(ctx context.Context, from, to *host, destLive, des
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	liveFile, persistentFile := filepath.Join(dir, "live.xml"), filepath.Join(dir, "persistent.xml")
 	if err := os.WriteFile(liveFile, []byte(destLive), 0o600); err != nil {
 		return err

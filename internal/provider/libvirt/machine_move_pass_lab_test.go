@@ -32,28 +32,14 @@ import (
 // keeps nothing, the timings are reported, the target's provider adopts the domain (Ready, the
 // same UUID: not recreated), and the machine moves back the same way.
 func TestLiveMoveThroughTheProviders(t *testing.T) {
-	l := needMoveLab(t)
-	testenv.SetLogger(t)
-	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	mgr := env.NewManager(t)
-	conns := hostconn.NewConnections()
-	t.Cleanup(conns.Close)
-	if err := (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&MoveTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartManager(t, mgr)
+	l, env, ctx, conns := moveTestSetUp(t, 15*time.Minute)
+	startMoveControllers(t, env, conns, true, true)
 
 	pm := newProvidersMove(ctx, t, l, env, "move-lab")
 	first := pm.wait(ctx, t, "the machine running on lab-a", 3*time.Minute, machineReady)
 	uuid := first.Status.DomainUUID
 
 	for i, step := range []struct{ from, to int }{{0, 1}, {1, 0}} {
-		from, to := pm.hosts[step.from], pm.hosts[step.to]
 		migration := fmt.Sprintf("move-%d", i+1)
 		pm.ask(ctx, t, migration, step.to)
 		moved := pm.wait(ctx, t, migration+" Succeeded", 8*time.Minute, func(m *infrav1.LibvirtMachine) bool {
@@ -66,7 +52,6 @@ func TestLiveMoveThroughTheProviders(t *testing.T) {
 		}
 		pm.checkMoved(ctx, t, migration, step.from, step.to, uuid)
 		pm.handOver(ctx, t, migration, step.to, uuid)
-		checkRunsOnly(ctx, t, to, from, libvirt.Domain{Name: pm.domName})
 	}
 	pm.delete(ctx, t)
 }
@@ -79,26 +64,9 @@ func TestLiveMoveThroughTheProviders(t *testing.T) {
 // cleans its host and reports Succeeded, and the handover follows. The copy is run here by the
 // test, as the killed provider's libvirtd would finish it.
 func TestLiveMoveResumedFromTheTarget(t *testing.T) {
-	l := needMoveLab(t)
-	testenv.SetLogger(t)
-	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	conns := hostconn.NewConnections()
-	t.Cleanup(conns.Close)
-	startMachines := func() (stop func() error) {
-		mgr := env.NewManager(t)
-		if err := (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
-		return testenv.StartManager(t, mgr)
-	}
-	stopFirst := startMachines()
-	targets := env.NewManager(t)
-	if err := (&MoveTargetReconciler{Client: targets.GetClient(), APIReader: targets.GetAPIReader(), Connections: conns}).SetupWithManager(targets); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartManager(t, targets)
+	l, env, ctx, conns := moveTestSetUp(t, 15*time.Minute)
+	stopFirst := startMoveControllers(t, env, conns, true, false)
+	startMoveControllers(t, env, conns, false, true)
 
 	pm := newProvidersMove(ctx, t, l, env, "move-resume")
 	first := pm.wait(ctx, t, "the machine running on lab-a", 3*time.Minute, machineReady)
@@ -117,7 +85,7 @@ func TestLiveMoveResumedFromTheTarget(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, prepared); err != nil {
 		t.Fatal(err)
 	}
-	a, b := pm.hosts[0], pm.hosts[1]
+	a := pm.hosts[0]
 	dom, err := a.end.c.DomainLookupByName(ctx, pm.domName)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +118,7 @@ func TestLiveMoveResumedFromTheTarget(t *testing.T) {
 		r := m.Status.MigrationTarget
 		return r != nil && r.MigrationName == migration && r.Phase == infrav1.MachineMigrationTargetReceived
 	})
-	startMachines()
+	startMoveControllers(t, env, conns, true, false)
 	moved := pm.wait(ctx, t, migration+" Succeeded", 3*time.Minute, func(m *infrav1.LibvirtMachine) bool {
 		r := m.Status.Migration
 		return r != nil && r.MigrationName == migration && r.Phase != infrav1.MachineMigrationMigrating
@@ -160,7 +128,6 @@ func TestLiveMoveResumedFromTheTarget(t *testing.T) {
 	}
 	pm.checkMoved(ctx, t, migration, 0, 1, uuid)
 	pm.handOver(ctx, t, migration, 1, uuid)
-	checkRunsOnly(ctx, t, b, a, libvirt.Domain{Name: pm.domName})
 	pm.delete(ctx, t)
 }
 
@@ -169,18 +136,8 @@ func TestLiveMoveResumedFromTheTarget(t *testing.T) {
 // job, and the target's record not Received. It reports the move under way with a message that
 // says so, and neither deletes the source's volumes nor starts the domain again.
 func TestLiveMoveUnclearTouchesNothing(t *testing.T) {
-	l := needMoveLab(t)
-	testenv.SetLogger(t)
-	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	conns := hostconn.NewConnections()
-	t.Cleanup(conns.Close)
-	mgr := env.NewManager(t)
-	if err := (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	stop := testenv.StartManager(t, mgr)
+	l, env, ctx, conns := moveTestSetUp(t, 10*time.Minute)
+	stop := startMoveControllers(t, env, conns, true, false)
 
 	pm := newProvidersMove(ctx, t, l, env, "move-unclear")
 	pm.wait(ctx, t, "the machine running on lab-a", 3*time.Minute, machineReady)
@@ -209,11 +166,7 @@ func TestLiveMoveUnclearTouchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mgr = env.NewManager(t)
-	if err := (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartManager(t, mgr)
+	startMoveControllers(t, env, conns, true, false)
 	got := pm.wait(ctx, t, "the report saying where the domain is not", 2*time.Minute, func(m *infrav1.LibvirtMachine) bool {
 		r := m.Status.Migration
 		return r != nil && r.MigrationName == migration && r.Message != ""
@@ -230,6 +183,38 @@ func TestLiveMoveUnclearTouchesNothing(t *testing.T) {
 		t.Errorf("the source pool holds %v, want %v as before", got, volumes)
 	}
 	pm.delete(ctx, t)
+}
+
+// moveTestSetUp is how each test of moves through the providers begins: the migration lab, an
+// API server, a deadline and the hosts' connections.
+func moveTestSetUp(t *testing.T, timeout time.Duration) (moveLab, *testenv.Env, context.Context, *hostconn.Connections) {
+	t.Helper()
+	l := needMoveLab(t)
+	testenv.SetLogger(t)
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	conns := hostconn.NewConnections()
+	t.Cleanup(conns.Close)
+	return l, env, ctx, conns
+}
+
+// startMoveControllers starts a manager of the provider's machine pass (machines) and of the
+// target's side of moves (targets), serving every Provider, as a restarted provider would.
+func startMoveControllers(t *testing.T, env *testenv.Env, conns *hostconn.Connections, machines, targets bool) (stop func() error) {
+	t.Helper()
+	mgr := env.NewManager(t)
+	if machines {
+		if err := (&MachineReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns, Resync: 5 * time.Second}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if targets {
+		if err := (&MoveTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connections: conns}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return testenv.StartManager(t, mgr)
 }
 
 // providersMove is a LibvirtMachine of a tiny guest made on host a of the migration lab,
@@ -389,6 +374,7 @@ func (pm *providersMove) handOver(ctx context.Context, t *testing.T, migration s
 	if after.Status.DomainUUID != uuid {
 		t.Errorf("%s: domain UUID %s after the handover, want %s: the domain was recreated", migration, after.Status.DomainUUID, uuid)
 	}
+	checkRunsOnly(ctx, t, pm.hosts[to], pm.hosts[1-to], libvirt.Domain{Name: pm.domName})
 }
 
 // delete deletes the machine and waits for it to go.
