@@ -250,6 +250,12 @@ func checkRoleBoundaries(t *testing.T, c *cluster, rolesNS string) {
 		// Deployment (the install ships them empty: restored below).
 		setProviderAccounts(ctx, t, c, map[string]string{
 			tenantNS + "." + providerAccount + ".image": image, tenantNS + "." + providerAccount + ".provider": tenantNS + "/" + p.Name})
+		// The API server reads a policy's params through an informer: a loaded machine admits
+		// with the old (empty) params for a moment after the update, as the operator's retry
+		// absorbs in a real install. A dry run shows when the new ones are in force.
+		testenv.Eventually(t, 30*time.Second, "the provider accounts' params in force", func() error {
+			return op.Create(ctx, providerDeployment(tenantNS), client.DryRunAll)
+		})
 		testenv.Allowed(t, "operator creates a provider Deployment in a Provider namespace", op.Create(ctx, providerDeployment(tenantNS)))
 		checkOperatorAdmission(ctx, t, c, op)
 		setProviderAccounts(ctx, t, c, nil)
