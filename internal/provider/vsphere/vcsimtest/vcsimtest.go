@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
@@ -176,8 +177,12 @@ func (s *Sim) VM(t testing.TB, path string) *mo.VirtualMachine {
 		return nil
 	}
 	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(s.Admin).RetrieveOne(ctx, ref.Reference(),
-		[]string{"name", "config", "runtime.powerState", "guest"}, &vm); err != nil {
+	err = property.DefaultCollector(s.Admin).RetrieveOne(ctx, ref.Reference(),
+		[]string{"name", "config", "runtime.powerState", "guest"}, &vm)
+	if fault.Is(err, &types.ManagedObjectNotFound{}) {
+		return nil // deleted between the search and the read
+	}
+	if err != nil {
 		t.Fatalf("read %s: %v", path, err)
 	}
 	return &vm
@@ -223,8 +228,13 @@ func (s *Sim) Names(t testing.TB, folder string) []string {
 		if c.Type != "VirtualMachine" {
 			continue
 		}
+		// A machine deleted between the two reads is no longer in the folder.
 		var vm mo.VirtualMachine
-		if err := property.DefaultCollector(s.Admin).RetrieveOne(ctx, c, []string{"name"}, &vm); err != nil {
+		err := property.DefaultCollector(s.Admin).RetrieveOne(ctx, c, []string{"name"}, &vm)
+		if fault.Is(err, &types.ManagedObjectNotFound{}) {
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, vm.Name)
