@@ -99,6 +99,11 @@ func TestCloudGuestMovesLive(t *testing.T) {
 	t.Logf("GuestReady %v after the VM was created", time.Since(start).Round(time.Second))
 	host := ch.hosts[vm.Status.Scheduled.ProviderName]
 	before := readGuest(ctx, t, host.c, ch.lookup(ctx, t, host), nat.Subnet)
+	t.Cleanup(func() {
+		if t.Failed() {
+			ch.logGuestLogs(t)
+		}
+	})
 	for i := range 2 {
 		token := writeFlushed(ctx, t, host.c, ch.lookup(ctx, t, host))
 		wall := time.Now()
@@ -211,4 +216,21 @@ func writeFlushed(ctx context.Context, t *testing.T, host *libvirt.Client, dom l
 		t.Fatalf("guest-fsfreeze-thaw: %v", err)
 	}
 	return token
+}
+
+// logGuestLogs logs the end of the guest's QEMU log and serial console on both hosts: the
+// counter's lines there say whether the guest ran on while its agent did not answer.
+func (ch *chain) logGuestLogs(t *testing.T) {
+	for _, h := range ch.hosts {
+		for _, suffix := range []string{".log", "-serial.log"} {
+			path := filepath.Join(ch.lab.Dir, "host-"+h.name, "state", "log", "qemu", ch.domain().Name+suffix)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Logf("%s: %v", path, err)
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			t.Logf("%s, its last lines:\n%s", path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	}
 }
