@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/utils/ptr"
+
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
 
@@ -214,32 +216,84 @@ const maxAllocated = 1024
 // to on p, in GiB at their full size (thin disks included: banlieue does not overcommit
 // storage), the VM's disk overrides applied.
 func datastoreNeed(vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, p *banlieuev1.Provider) map[string]int64 {
+	return diskNeed(vm, class, resolveStorage(class, p), map[string]int64{})
+}
+
+// diskNeed adds to out the GiB of each of the class's disks, the VM's overrides applied, on the
+// backend storage[i] names for disk i; storage of another length (a placement recorded for an
+// older class) adds nothing, as its disks cannot be matched.
+func diskNeed(vm *banlieuev1.VirtualMachine, class *banlieuev1.VMClass, storage []banlieuev1.ResolvedMapping, out map[string]int64) map[string]int64 {
+	disks := class.Spec.Hardware.Disks
+	if len(storage) != len(disks) {
+		return out
+	}
 	_, _, overrides := machineSize(vm, class)
-	out := map[string]int64{}
-	for i, m := range resolveStorage(class, p) {
-		d := class.Spec.Hardware.Disks[i]
+	for i, d := range disks {
 		size := d.SizeGiB
 		if j := slices.IndexFunc(overrides, func(o banlieuev1.DiskOverride) bool { return o.Name == d.Name }); j >= 0 {
 			size = overrides[j].SizeGiB
 		}
-		out[m.BackendID] += int64(size)
+		out[storage[i].BackendID] += int64(size)
 	}
 	return out
 }
 
+// unprovisioned sums, per failure domain and backend storage, the disks of the placed VMs whose
+// machines are not provisioned yet (the VM being decided excluded; classes by name): a
+// datastore's free space as vCenter reports it does not show them until their clones are made.
+// A VM whose class is unknown adds nothing.
+func unprovisioned(self *banlieuev1.VirtualMachine, placed []banlieuev1.VirtualMachine,
+	classes map[string]*banlieuev1.VMClass) map[fdKey]map[string]int64 {
+	out := map[fdKey]map[string]int64{}
+	for i := range placed {
+		vm := &placed[i]
+		s := vm.Status.Scheduled
+		if s == nil || (vm.Namespace == self.Namespace && vm.Name == self.Name) || provisioned(vm) {
+			continue
+		}
+		class, ok := classes[vm.Spec.ClassRef.Name]
+		if !ok {
+			continue
+		}
+		k := fdKey{namespace: cmp.Or(s.ProviderNamespace, vm.Namespace), provider: s.ProviderName, fd: s.FailureDomain}
+		if out[k] == nil {
+			out[k] = map[string]int64{}
+		}
+		diskNeed(vm, class, s.ResolvedStorage, out[k])
+	}
+	return out
+}
+
+// provisioned says whether the VM's machine reported its provisioning done (its disks made).
+func provisioned(vm *banlieuev1.VirtualMachine) bool {
+	return vm.Status.Initialization != nil && ptr.Deref(vm.Status.Initialization.Provisioned, false)
+}
+
 // datastoreShortfall says why fd cannot hold the VM's disks: the first datastore, by name, of
 // those fd publishes the free space of (capacity.datastores) with less free than the VM's disks
-// on it need; "" when each fits, or fd publishes none (a libvirt host, or a provider that does
-// not read it). The free space is as the provider last read it: VMs placed since are not taken
-// off it, and vCenter refuses a clone that no longer fits.
-func datastoreShortfall(need map[string]int64, fd banlieuev1.FailureDomain) string {
+// on it need, once the disks of the VMs placed there and not yet provisioned (promised, by
+// datastore) are taken off; "" when each fits, or fd publishes none (a libvirt host, or a
+// provider that does not read it). The free space is as the provider last read it, so a clone
+// made since that read and not yet in it is not taken off, and vCenter refuses a clone that no
+// longer fits.
+func datastoreShortfall(need, promised map[string]int64, fd banlieuev1.FailureDomain) string {
 	if fd.Capacity == nil {
 		return ""
 	}
 	for _, ds := range fd.Capacity.Datastores {
-		if n, ok := need[ds.Name]; ok && n > ds.AvailableGiB {
-			return fmt.Sprintf("datastore %s has %d GiB free, the VM's disks on it need %d GiB", ds.Name, max(0, ds.AvailableGiB), n)
+		n, ok := need[ds.Name]
+		if !ok {
+			continue
 		}
+		free := ds.AvailableGiB - promised[ds.Name]
+		if n <= free {
+			continue
+		}
+		if p := promised[ds.Name]; p > 0 {
+			return fmt.Sprintf("datastore %s has %d GiB free, %d GiB of it promised to VMs placed there and not yet provisioned, "+
+				"the VM's disks on it need %d GiB", ds.Name, max(0, ds.AvailableGiB), p, n)
+		}
+		return fmt.Sprintf("datastore %s has %d GiB free, the VM's disks on it need %d GiB", ds.Name, max(0, ds.AvailableGiB), n)
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "banlieue.io/banlieue/api/infrastructure/v1alpha1"
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 	"banlieue.io/banlieue/internal/ssa"
 	"banlieue.io/banlieue/internal/testenv"
@@ -108,6 +109,59 @@ func (s *suite) testCapacity(ctx context.Context, t *testing.T) {
 	if per := s.placements(ctx, t, ns, "web-", 6); per["kvm-a"] != 2 {
 		t.Fatalf("the VMs on cordoned kvm-a moved: %v", per)
 	}
+}
+
+// datastoreProvider publishes the free GiB of the datastore "default" (where class small's 20
+// GiB disk goes) on Provider ns/name's failure domain, as the vsphere provider's probe does.
+func (s *suite) datastoreProvider(ctx context.Context, t *testing.T, ns, name string, freeGiB int64) {
+	t.Helper()
+	var p banlieuev1.Provider
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	status := p.Status.DeepCopy()
+	status.Workload = nil
+	status.FailureDomains[0].Capacity = &banlieuev1.FailureDomainCapacity{CPUs: 64, MemoryMiB: 262144,
+		Datastores: []banlieuev1.PoolCapacity{{Name: "default", CapacityGiB: 1024, AvailableGiB: freeGiB}}}
+	if err := ssa.ApplyStatus(ctx, s.c, &p, status, providerManager); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testDatastorePromised: a VM placed and not yet provisioned holds its disks' space on the
+// datastore, so the next VM that would overfill it is refused, naming the promise; once the
+// first is provisioned and the provider's read shows its disk, it is not counted twice; more
+// free space places the second.
+func (s *suite) testDatastorePromised(ctx context.Context, t *testing.T) {
+	ns := "ns-ds"
+	s.namespace(ctx, t, ns)
+	s.provider(ctx, t, ns, "vc", "libvirt")
+	s.datastoreProvider(ctx, t, ns, "vc", 30)
+	s.image(ctx, t, "img-ds", banlieuev1.InstallImmediate, readyRowIn(ns, "vc"))
+
+	s.create(ctx, t, guideVM(ns, "first", "small", "img-ds", nil))
+	m := s.waitMachine(ctx, t, ns, "first")
+	s.create(ctx, t, guideVM(ns, "second", "small", "img-ds", nil))
+	refused := func(msg string) {
+		t.Helper()
+		s.waitVM(ctx, t, ns, "second", "InsufficientCapacity: "+msg, func(vm *banlieuev1.VirtualMachine) bool {
+			c := meta.FindStatusCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == banlieuev1.ReasonInsufficientCapacity && strings.HasSuffix(c.Message, msg)
+		})
+	}
+	refused("vc/vc: datastore default has 30 GiB free, 20 GiB of it promised to VMs placed there and not yet provisioned, the VM's disks on it need 20 GiB")
+	s.expectNoMachine(ctx, t, ns, "second")
+
+	s.machineStatus(ctx, t, m, infrav1.LibvirtMachineStatus{Initialization: &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}})
+	s.waitVM(ctx, t, ns, "first", "initialization.provisioned", func(vm *banlieuev1.VirtualMachine) bool { return provisioned(vm) })
+	s.datastoreProvider(ctx, t, ns, "vc", 10)
+	refused("vc/vc: datastore default has 10 GiB free, the VM's disks on it need 20 GiB")
+
+	s.datastoreProvider(ctx, t, ns, "vc", 40)
+	s.waitVM(ctx, t, ns, "second", "Scheduled=True on vc", func(vm *banlieuev1.VirtualMachine) bool {
+		return hasCondition(vm.Status.Conditions, banlieuev1.ConditionScheduled, metav1.ConditionTrue, banlieuev1.ReasonScheduled) &&
+			vm.Status.Scheduled != nil && vm.Status.Scheduled.ProviderName == "vc"
+	})
 }
 
 func (s *suite) patchProvider(ctx context.Context, t *testing.T, ns, name string, mutate func(*banlieuev1.Provider)) {

@@ -77,6 +77,7 @@ func TestControllerAgainstAPIServer(t *testing.T) {
 		t.Run("k a user's Secret under the per-machine name is a conflict", func(t *testing.T) { t.Parallel(); s.testUserDataConflict(ctx, t) })
 		t.Run("i manual migration waits for the annotation, then recreates", func(t *testing.T) { t.Parallel(); s.testManualMigration(ctx, t) })
 		t.Run("m capacity: too large, spread, cordon", func(t *testing.T) { t.Parallel(); s.testCapacity(ctx, t) })
+		t.Run("m datastore space promised to VMs not yet provisioned", func(t *testing.T) { t.Parallel(); s.testDatastorePromised(ctx, t) })
 		t.Run("o a drain moves what may move and lists the rest", func(t *testing.T) { t.Parallel(); s.testDrain(ctx, t) })
 		t.Run("o a drain moves live VMs with migrations, recreating only what cannot move live", func(t *testing.T) { t.Parallel(); s.testDrainLive(ctx, t) })
 		t.Run("p a live migration is validated, placed and handed to the provider", func(t *testing.T) { t.Parallel(); s.testLiveMigration(ctx, t) })

@@ -134,7 +134,7 @@ func (r *migrationReconciler) decideTarget(ctx context.Context, in *migrationInp
 	}
 	in.Target, in.TargetReason, in.TargetMsg = migrationTarget(scheduleInput{VM: in.VM, Class: &vmIn.class, Image: &vmIn.image,
 		Providers: vmIn.providers, NamespaceLabels: vmIn.nsLabels, Siblings: vmIn.siblings, Elsewhere: vmIn.elsewhere,
-		Classes: vmIn.legacyClasses}, m.Spec.TargetProvider)
+		Classes: vmIn.placedClasses}, m.Spec.TargetProvider)
 	return nil
 }
 

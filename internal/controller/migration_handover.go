@@ -63,7 +63,7 @@ func targetPlacement(vm *banlieuev1.VirtualMachine, in *vmInputs, req *infrav1.L
 		there.Spec.Placement.ProviderSelector = nil
 	}
 	d, err := schedule(scheduleInput{VM: there, Class: &in.class, Image: &in.image, Providers: []banlieuev1.Provider{*target},
-		NamespaceLabels: in.nsLabels, Siblings: in.siblings, Elsewhere: in.elsewhere, Classes: in.legacyClasses})
+		NamespaceLabels: in.nsLabels, Siblings: in.siblings, Elsewhere: in.elsewhere, Classes: in.placedClasses})
 	if err != nil {
 		return decision{}, err
 	}

@@ -35,8 +35,9 @@ type scheduleInput struct {
 	// Elsewhere are the placed VMs of other namespaces on the candidate Providers (shared
 	// ones); with the siblings they are what each failure domain has allocated.
 	Elsewhere []banlieuev1.VirtualMachine
-	// Classes are the VMClasses of placements recorded without their cpus and memoryMiB, by
-	// name.
+	// Classes are the VMClasses of placements recorded without their cpus and memoryMiB and of
+	// placements not yet provisioned (whose disks a datastore's free space does not show yet),
+	// by name.
 	Classes map[string]*banlieuev1.VMClass
 	// Evict is set while the drain of the VM's Provider moves it: its recorded placement is
 	// not kept, so it is placed as a new VM would be (the drained Provider is cordoned).
@@ -205,7 +206,9 @@ func schedule(in scheduleInput) (decision, error) {
 	if err != nil {
 		return decision{}, err
 	}
-	used := allocations(in.VM, append(slices.Clip(siblings), in.Elsewhere...), in.Classes)
+	placed := append(slices.Clip(siblings), in.Elsewhere...)
+	used := allocations(in.VM, placed, in.Classes)
+	promised := unprovisioned(in.VM, placed, in.Classes)
 	fits := make([]fit, len(allowed))
 	var (
 		room    []int
@@ -216,7 +219,8 @@ func schedule(in scheduleInput) (decision, error) {
 		if !fits[i].holds(need) {
 			continue
 		}
-		if why := datastoreShortfall(datastoreNeed(in.VM, in.Class, c.provider), c.fd); why != "" {
+		k := fdKey{namespace: c.provider.Namespace, provider: c.provider.Name, fd: c.fd.Name}
+		if why := datastoreShortfall(datastoreNeed(in.VM, in.Class, c.provider), promised[k], c.fd); why != "" {
 			noSpace.add(fmt.Sprintf("%s/%s: %s", providerLabel(in.VM, c.provider), c.fd.Name, why))
 			continue
 		}

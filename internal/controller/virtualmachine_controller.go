@@ -116,8 +116,9 @@ type vmInputs struct {
 	siblings []banlieuev1.VirtualMachine
 	// elsewhere are the VMs of other namespaces placed on the candidate Providers.
 	elsewhere []banlieuev1.VirtualMachine
-	// legacyClasses are the classes of placements recorded without cpus and memoryMiB.
-	legacyClasses map[string]*banlieuev1.VMClass
+	// placedClasses are the classes of placements recorded without cpus and memoryMiB and of
+	// placements not yet provisioned.
+	placedClasses map[string]*banlieuev1.VMClass
 }
 
 // reconcileNormal runs the phases of a live VM, recording each outcome in status; it returns
@@ -143,7 +144,7 @@ func (r *virtualMachineReconciler) reconcileNormal(ctx context.Context, vm *banl
 	var noHost error
 	d, assumed, err := r.assumed.decide(vm, status.Scheduled, in.siblings, in.elsewhere, func(siblings, elsewhere []banlieuev1.VirtualMachine) (decision, error) {
 		si := scheduleInput{VM: vm, Class: &in.class, Image: &in.image, Providers: in.providers,
-			NamespaceLabels: in.nsLabels, Siblings: siblings, Elsewhere: elsewhere, Classes: in.legacyClasses, Evict: evict}
+			NamespaceLabels: in.nsLabels, Siblings: siblings, Elsewhere: elsewhere, Classes: in.placedClasses, Evict: evict}
 		if evict {
 			d, err := schedule(si)
 			if err == nil {
@@ -288,8 +289,8 @@ func (r *virtualMachineReconciler) readInputs(ctx context.Context, vm *banlieuev
 		return in, err
 	}
 	in.elsewhere = elsewhere
-	legacy, err := r.legacyClasses(ctx, in.siblings, elsewhere)
-	in.legacyClasses = legacy
+	classes, err := r.placedClasses(ctx, in.siblings, elsewhere)
+	in.placedClasses = classes
 	return in, err
 }
 
@@ -319,15 +320,18 @@ func (r *virtualMachineReconciler) placedElsewhere(ctx context.Context, ns strin
 	return out, nil
 }
 
-// legacyClasses reads the classes of the placements recorded before placements recorded their
-// cpus and memoryMiB, so that the scheduler counts what those VMs take.
-func (r *virtualMachineReconciler) legacyClasses(ctx context.Context, lists ...[]banlieuev1.VirtualMachine) (map[string]*banlieuev1.VMClass, error) {
+// placedClasses reads the classes of the placements recorded before placements recorded their
+// cpus and memoryMiB, so that the scheduler counts what those VMs take, and of the placements
+// not yet provisioned, so that it counts their disks against the datastores' free space.
+func (r *virtualMachineReconciler) placedClasses(ctx context.Context, lists ...[]banlieuev1.VirtualMachine) (map[string]*banlieuev1.VMClass, error) {
 	var out map[string]*banlieuev1.VMClass
 	for _, vms := range lists {
 		for i := range vms {
 			s := vms[i].Status.Scheduled
 			name := vms[i].Spec.ClassRef.Name
-			if s == nil || s.CPUs != 0 || s.MemoryMiB != 0 || out[name] != nil {
+			legacy := s != nil && s.CPUs == 0 && s.MemoryMiB == 0
+			pending := s != nil && len(s.ResolvedStorage) > 0 && !provisioned(&vms[i])
+			if (!legacy && !pending) || out[name] != nil {
 				continue
 			}
 			var c banlieuev1.VMClass
