@@ -6,6 +6,7 @@ import (
 )
 
 // ProviderClassSpec says how the operator runs the provider workload of a backend.
+// +kubebuilder:validation:XValidation:rule="self.backend == 'vsphere' || !has(self.concurrency) || (!has(self.concurrency.vcenterClones) && !has(self.concurrency.vcenterPowerOperations))",message="vcenterClones and vcenterPowerOperations are for backend vsphere only",fieldPath=".concurrency"
 type ProviderClassSpec struct {
 	// backend is the `banlieue provider <backend>` subcommand to run.
 	// +kubebuilder:validation:MinLength=1
@@ -186,6 +187,19 @@ type ProviderConcurrency struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	HostVolumeUploads int32 `json:"hostVolumeUploads,omitempty"`
+	// vcenterClones: clones one vsphere provider's vCenter session runs at once, passed as
+	// --vcenter-clones. Only for backend vsphere. Unset: the binary's default, 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	VCenterClones int32 `json:"vcenterClones,omitempty"`
+	// vcenterPowerOperations: power operations one vsphere provider's vCenter session runs at
+	// once, passed as --vcenter-power-operations. Only for backend vsphere. Unset: the binary's
+	// default, 16.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	VCenterPowerOperations int32 `json:"vcenterPowerOperations,omitempty"`
 }
 
 // ProviderClassStatus reports whether the class is usable.

@@ -50,7 +50,10 @@ func TestDeploymentMeetsOperatorAdmission(t *testing.T) {
 	class := libvirtClass()
 	class.Spec.Image.PullPolicy = corev1.PullAlways
 	class.Spec.Image.PullSecrets = []banlieuev1.LocalObjectReference{{Name: "regcred"}, {Name: "other"}}
-	class.Spec.Concurrency = &banlieuev1.ProviderConcurrency{Workers: 4, HostDomainOperations: 2, HostVolumeUploads: 1}
+	// Every concurrency field set, the vCenter ones too (the API server admits those on a vsphere
+	// class only; the Deployment is rendered alike for every backend).
+	class.Spec.Concurrency = &banlieuev1.ProviderConcurrency{Workers: 4, HostDomainOperations: 2, HostVolumeUploads: 1,
+		VCenterClones: 3, VCenterPowerOperations: 5}
 	class.Spec.Logging = &banlieuev1.ProviderLogging{Level: "debug", Format: "json"}
 	opts := Options{BuildNamespace: DefaultBuildNamespace, BuildTolerations: []corev1.Toleration{
 		{Key: "build", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},

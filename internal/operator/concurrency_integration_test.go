@@ -22,7 +22,7 @@ import (
 var concurrencyFlags = []string{"--workers", "--host-domain-operations", "--host-volume-uploads"}
 
 // TestConcurrencyReachesProviderPods: the API server refuses a concurrency value outside the
-// binary's bounds, naming the field; a class's concurrency reaches its provider Deployments'
+// binary's bounds, naming the field, and vCenter limits on a class of another backend; a class's concurrency reaches its provider Deployments'
 // args, an edit rolls them, and a class that sets none passes no flag, so the binary's
 // defaults apply.
 func TestConcurrencyReachesProviderPods(t *testing.T) {
@@ -38,15 +38,21 @@ func TestConcurrencyReachesProviderPods(t *testing.T) {
 
 	t.Run("out-of-range values are refused, naming the field", func(t *testing.T) {
 		for _, tt := range []struct {
-			c     banlieuev1.ProviderConcurrency
-			field string
+			backend string
+			c       banlieuev1.ProviderConcurrency
+			field   string
 		}{
-			{banlieuev1.ProviderConcurrency{Workers: 65}, "spec.concurrency.workers"},
-			{banlieuev1.ProviderConcurrency{Workers: -1}, "spec.concurrency.workers"},
-			{banlieuev1.ProviderConcurrency{HostDomainOperations: 257}, "spec.concurrency.hostDomainOperations"},
-			{banlieuev1.ProviderConcurrency{HostVolumeUploads: -4}, "spec.concurrency.hostVolumeUploads"},
+			{"libvirt", banlieuev1.ProviderConcurrency{Workers: 65}, "spec.concurrency.workers"},
+			{"libvirt", banlieuev1.ProviderConcurrency{Workers: -1}, "spec.concurrency.workers"},
+			{"libvirt", banlieuev1.ProviderConcurrency{HostDomainOperations: 257}, "spec.concurrency.hostDomainOperations"},
+			{"libvirt", banlieuev1.ProviderConcurrency{HostVolumeUploads: -4}, "spec.concurrency.hostVolumeUploads"},
+			{"vsphere", banlieuev1.ProviderConcurrency{VCenterClones: 257}, "spec.concurrency.vcenterClones"},
+			{"vsphere", banlieuev1.ProviderConcurrency{VCenterPowerOperations: -2}, "spec.concurrency.vcenterPowerOperations"},
+			{"libvirt", banlieuev1.ProviderConcurrency{VCenterClones: 2}, "spec.concurrency: Invalid value: vcenterClones and vcenterPowerOperations are for backend vsphere only"},
+			{"libvirt", banlieuev1.ProviderConcurrency{Workers: 2, VCenterPowerOperations: 2}, "vcenterClones and vcenterPowerOperations are for backend vsphere only"},
 		} {
 			class := tunedClass("refused", tt.c)
+			class.Spec.Backend = tt.backend
 			err := c.Create(ctx, class)
 			if err == nil {
 				t.Errorf("%+v accepted", tt.c)

@@ -140,7 +140,8 @@ func concurrencyArgs(c *banlieuev1.ProviderConcurrency) []string {
 	for _, f := range []struct {
 		flag string
 		n    int32
-	}{{"--workers", c.Workers}, {"--host-domain-operations", c.HostDomainOperations}, {"--host-volume-uploads", c.HostVolumeUploads}} {
+	}{{"--workers", c.Workers}, {"--host-domain-operations", c.HostDomainOperations}, {"--host-volume-uploads", c.HostVolumeUploads},
+		{"--vcenter-clones", c.VCenterClones}, {"--vcenter-power-operations", c.VCenterPowerOperations}} {
 		if f.n != 0 {
 			args = append(args, f.flag, strconv.Itoa(int(f.n)))
 		}

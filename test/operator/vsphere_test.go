@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,8 @@ const vsphereWait = time.Minute
 // status, and neither Secrets at large, LibvirtMachines nor import Jobs.
 func testVSphereWorkload(ctx context.Context, t *testing.T, env *testenv.Env, admin client.Client) {
 	installClusterRole(ctx, t, admin, "config/rbac/provider-vsphere/role.yaml")
-	class := &banlieuev1.ProviderClass{ObjectMeta: metav1.ObjectMeta{Name: "vsphere"}, Spec: banlieuev1.ProviderClassSpec{
-		Backend: "vsphere", Image: banlieuev1.ProviderImage{Repository: "registry.example/banlieue", Tag: "v0.1.0"}}}
+	class := &banlieuev1.ProviderClass{}
+	repoFile(t, "examples/10-providerclass-vsphere.yaml", class)
 	var p banlieuev1.Provider
 	example, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "20-vsphere.yaml"))
 	if err != nil {
@@ -65,6 +66,15 @@ func testVSphereWorkload(ctx context.Context, t *testing.T, env *testenv.Env, ad
 	if args := dep.Spec.Template.Spec.Containers[0].Args; len(args) < 4 || args[0] != "provider" || args[1] != "vsphere" ||
 		!slices.Contains(args, "--provider-name") || !slices.Contains(args, p.Name) {
 		t.Errorf("Deployment args = %v, want `provider vsphere --provider-name %s …`", args, p.Name)
+	}
+	// The example's concurrency reaches the workload as its flags, which banlieue-operator-writes
+	// admitted.
+	args := dep.Spec.Template.Spec.Containers[0].Args
+	cc := class.Spec.Concurrency
+	for flag, n := range map[string]int32{"--workers": cc.Workers, "--vcenter-clones": cc.VCenterClones, "--vcenter-power-operations": cc.VCenterPowerOperations} {
+		if i := slices.Index(args, flag); n == 0 || i < 0 || i+1 == len(args) || args[i+1] != strconv.Itoa(int(n)) {
+			t.Errorf("Deployment args = %v, want %s %d from examples/10", args, flag, n)
+		}
 	}
 	testenv.Eventually(t, vsphereWait, "the account bound to banlieue-provider-vsphere", func() error {
 		var crb rbacv1.ClusterRoleBinding
