@@ -612,7 +612,7 @@ func convergeMove(ctx context.Context, src moveEnd, dst moveTarget, dom libvirt.
 			// holds the target's volumes open.
 			d, err := dst.c.DomainLookupByName(ctx, dom.Name)
 			if err == nil && d.UUID == dom.UUID {
-				err = dst.c.DomainDestroy(ctx, d)
+				err = dst.c.DomainDestroy(libvirt.WithCallTimeout(ctx, destroyTimeout), d)
 			}
 			if err != nil && !libvirt.IsNotFound(err) {
 				return out, fmt.Errorf("ending the target's stale incoming domain %s: %w", dom.Name, err)
