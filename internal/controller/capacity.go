@@ -248,7 +248,7 @@ func unprovisioned(self *banlieuev1.VirtualMachine, placed []banlieuev1.VirtualM
 	for i := range placed {
 		vm := &placed[i]
 		s := vm.Status.Scheduled
-		if s == nil || (vm.Namespace == self.Namespace && vm.Name == self.Name) || provisioned(vm) {
+		if s == nil || (vm.Namespace == self.Namespace && vm.Name == self.Name) || machineProvisioned(&vm.Status) {
 			continue
 		}
 		class, ok := classes[vm.Spec.ClassRef.Name]
@@ -264,9 +264,9 @@ func unprovisioned(self *banlieuev1.VirtualMachine, placed []banlieuev1.VirtualM
 	return out
 }
 
-// provisioned says whether the VM's machine reported its provisioning done (its disks made).
-func provisioned(vm *banlieuev1.VirtualMachine) bool {
-	return vm.Status.Initialization != nil && ptr.Deref(vm.Status.Initialization.Provisioned, false)
+// machineProvisioned says whether a VM's machine reported its provisioning done (its disks made).
+func machineProvisioned(st *banlieuev1.VirtualMachineStatus) bool {
+	return st.Initialization != nil && ptr.Deref(st.Initialization.Provisioned, false)
 }
 
 // datastoreShortfall says why fd cannot hold the VM's disks: the first datastore, by name, of
@@ -285,11 +285,11 @@ func datastoreShortfall(need, promised map[string]int64, fd banlieuev1.FailureDo
 		if !ok {
 			continue
 		}
-		free := ds.AvailableGiB - promised[ds.Name]
-		if n <= free {
+		p := promised[ds.Name]
+		if n <= ds.AvailableGiB-p {
 			continue
 		}
-		if p := promised[ds.Name]; p > 0 {
+		if p > 0 {
 			return fmt.Sprintf("datastore %s has %d GiB free, %d GiB of it promised to VMs placed there and not yet provisioned, "+
 				"the VM's disks on it need %d GiB", ds.Name, max(0, ds.AvailableGiB), p, n)
 		}

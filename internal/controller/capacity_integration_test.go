@@ -153,7 +153,7 @@ func (s *suite) testDatastorePromised(ctx context.Context, t *testing.T) {
 	s.expectNoMachine(ctx, t, ns, "second")
 
 	s.machineStatus(ctx, t, m, infrav1.LibvirtMachineStatus{Initialization: &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}})
-	s.waitVM(ctx, t, ns, "first", "initialization.provisioned", func(vm *banlieuev1.VirtualMachine) bool { return provisioned(vm) })
+	s.waitVM(ctx, t, ns, "first", "initialization.provisioned", func(vm *banlieuev1.VirtualMachine) bool { return machineProvisioned(&vm.Status) })
 	s.datastoreProvider(ctx, t, ns, "vc", 10)
 	refused("vc/vc: datastore default has 10 GiB free, the VM's disks on it need 20 GiB")
 

@@ -253,7 +253,7 @@ func TestSchedulePropertyNoDatastoreOverfilled(t *testing.T) {
 			if promisedOrMade[d.Provider.Name] > initial[d.Provider.Name] {
 				t.Fatalf("seed %d: %s promised %d GiB, it had %d free", seed, d.Provider.Name, promisedOrMade[d.Provider.Name], initial[d.Provider.Name])
 			}
-			if j := rng.IntN(len(placed)); rng.IntN(3) == 0 && !provisioned(&placed[j]) {
+			if j := rng.IntN(len(placed)); rng.IntN(3) == 0 && !machineProvisioned(&placed[j].Status) {
 				done := &placed[j]
 				done.Status.Initialization = &banlieuev1.InitializationStatus{Provisioned: ptr.To(true)}
 				p := &providers[slices.IndexFunc(providers, func(p banlieuev1.Provider) bool { return p.Name == done.Status.Scheduled.ProviderName })]

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/utils/ptr"
 
 	banlieuev1 "banlieue.io/banlieue/api/v1alpha1"
 )
@@ -19,7 +18,7 @@ var vmPhases = []banlieuev1.VirtualMachinePhase{
 // machine is provisioned in the other power state its spec asks for reads Stopped or Suspended
 // rather than Provisioning, which would read as stuck (docs/adr/0147-phases-of-a-vm-as-its-spec-asks.md).
 func vmPhase(vm *banlieuev1.VirtualMachine, status *banlieuev1.VirtualMachineStatus) banlieuev1.VirtualMachinePhase {
-	provisioned := status.Scheduled != nil && status.Initialization != nil && ptr.Deref(status.Initialization.Provisioned, false)
+	provisioned := status.Scheduled != nil && machineProvisioned(status)
 	desired, observed := vm.Spec.DesiredPowerState, status.ObservedPowerState
 	switch {
 	case !vm.DeletionTimestamp.IsZero():

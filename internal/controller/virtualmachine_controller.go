@@ -330,7 +330,7 @@ func (r *virtualMachineReconciler) placedClasses(ctx context.Context, lists ...[
 			s := vms[i].Status.Scheduled
 			name := vms[i].Spec.ClassRef.Name
 			legacy := s != nil && s.CPUs == 0 && s.MemoryMiB == 0
-			pending := s != nil && len(s.ResolvedStorage) > 0 && !provisioned(&vms[i])
+			pending := s != nil && len(s.ResolvedStorage) > 0 && !machineProvisioned(&vms[i].Status)
 			if (!legacy && !pending) || out[name] != nil {
 				continue
 			}
