@@ -72,9 +72,14 @@ func (l MigrationLab) LabOf(uri string) testenv.LibvirtLab {
 	return testenv.LibvirtLab{Dir: l.Dir, Endpoint: uri, PKI: filepath.Join(l.Dir, "pki")}
 }
 
-// HostPath is where a path of host's /var/lib/libvirt is on this machine.
+// HostPath is where a path of host's /var/lib/libvirt, or of its /var/log/libvirt, is on this
+// machine.
 func (l MigrationLab) HostPath(host, libvirtPath string) string {
-	return filepath.Join(l.Dir, "host-"+host, "state", "lib", strings.TrimPrefix(libvirtPath, "/var/lib/libvirt/"))
+	state := filepath.Join(l.Dir, "host-"+host, "state")
+	if rest, ok := strings.CutPrefix(libvirtPath, "/var/log/libvirt/"); ok {
+		return filepath.Join(state, "log", rest)
+	}
+	return filepath.Join(state, "lib", strings.TrimPrefix(libvirtPath, "/var/lib/libvirt/"))
 }
 
 // Pool creates a transient dir pool of the test's own on host ("a" or "b", at uri), removed with

@@ -223,7 +223,7 @@ func writeFlushed(ctx context.Context, t *testing.T, host *libvirt.Client, dom l
 func (ch *chain) logGuestLogs(t *testing.T) {
 	for _, h := range ch.hosts {
 		for _, suffix := range []string{".log", "-serial.log"} {
-			path := filepath.Join(ch.lab.Dir, "host-"+h.name, "state", "log", "qemu", ch.domain().Name+suffix)
+			path := ch.lab.HostPath(h.name, "/var/log/libvirt/qemu/"+ch.domain().Name+suffix)
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Logf("%s: %v", path, err)
